@@ -1,0 +1,28 @@
+#pragma once
+// Conversion between coordinate/CSR lists and HiSparse (seed 004 section 3.2):
+// a top-down skeleton that counts nodes and bytes, one pool allocation, and a
+// bottom-up fill. Duplicates are summed (in input order); explicit zeros are
+// kept as entries.
+#include "hisparse/formats/coo.hpp"
+#include "hisparse/formats/matrix.hpp"
+
+namespace hisparse {
+
+template <class V>
+Matrix<V> build_matrix(const Coo<V>& coo, std::uint32_t node_size = default_node_size);
+
+template <class V>
+Matrix<V> build_matrix(const Csr<V>& csr, std::uint32_t node_size = default_node_size);
+
+// The logical matrix op(A)·scale, sorted row-major (row, then column).
+template <class V>
+Coo<V> to_coo(const Matrix<V>& m);
+
+template <class V>
+Csr<V> to_csr(const Matrix<V>& m);
+
+// Checks a CSR's structure (sizes, monotone row pointers, column range).
+template <class V>
+Coo<V> csr_to_coo(const Csr<V>& csr);
+
+}  // namespace hisparse

@@ -1,0 +1,105 @@
+#pragma once
+// Matrix Market files (NIST format, https://math.nist.gov/MatrixMarket/) in
+// and out of the library: the interchange format of the SuiteSparse
+// collection and of most tools that produce test matrices.
+//
+// Reading
+//   * Coordinate files of any field (real, integer, pattern, complex) and
+//     symmetry (general, symmetric, skew-symmetric, hermitian); array (dense)
+//     files too. Symmetric kinds are expanded to the full matrix: every
+//     off-diagonal entry is followed by its mirror (negated for
+//     skew-symmetric, conjugated for hermitian). Either triangle is accepted.
+//   * Entries come back in file order. Duplicates and explicit zeros are kept:
+//     the consumer decides (the builder sums duplicates).
+//   * pattern entries read as 1; real and integer files read into complex
+//     types with imaginary part 0; complex files read only into complex types.
+//   * integer values are parsed as integers, never through a floating-point
+//     decimal parser, and must be exactly representable in the value type
+//     (2^24 bounds float, 2^53 double); otherwise the file is rejected rather
+//     than silently rounded.
+//   * A value that overflows the value type (1e400 as double, 1e39 as float)
+//     is an error; "inf" and "nan" spelled out are accepted, since the writer
+//     produces them. Values that underflow round to a subnormal or zero, as
+//     strtod does.
+//   * Comment lines (starting with %) and blank lines may appear anywhere
+//     after the banner; the banner is case-insensitive; CRLF line endings,
+//     tabs and repeated blanks are tolerated; a UTF-8 byte order mark is
+//     skipped.
+//   * Every malformed input throws hisparse::Error whose message starts with
+//     "FILE:LINE: " (or "FILE: " when no line applies, e.g. cannot open).
+//
+// Limits (MmLimits, checked against the header before anything is
+// allocated, so a hostile header cannot exhaust memory): rows and columns at
+// most 2^48, stored entries at most 2^40 (for array files, the number of
+// values the file must hold). Exceeding one throws hisparse::LimitError
+// naming the file and the limit. Callers may tighten them per call.
+//
+// Writing
+//   * Coordinate general files, real or complex by the value type, 1-based,
+//     one entry per line, values in the shortest form that reads back to the
+//     identical bits (std::to_chars). Vectors are written as array files with
+//     one column. Output goes through write_file_atomically: a failed write
+//     leaves no partial file behind.
+#include <complex>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "hisparse/formats/coo.hpp"
+
+namespace hisparse {
+
+enum class MmField { real, integer, pattern, complex };
+enum class MmSymmetry { general, symmetric, skew_symmetric, hermitian };
+enum class MmFormat { coordinate, array };
+
+struct MmHeader {
+  MmFormat format = MmFormat::coordinate;
+  MmField field = MmField::real;
+  MmSymmetry symmetry = MmSymmetry::general;
+  index_t rows = 0;
+  index_t cols = 0;
+  // Entries stored in the file: as declared on the size line for coordinate
+  // files; for array files the number of values the symmetry implies
+  // (rows*cols, n(n+1)/2, or n(n-1)/2 for skew-symmetric).
+  std::uint64_t entries = 0;
+};
+
+inline constexpr index_t mm_max_dimension = index_t{1} << 48;
+inline constexpr std::uint64_t mm_max_entries = std::uint64_t{1} << 40;
+
+struct MmLimits {
+  index_t max_dimension = mm_max_dimension;   // rows and cols
+  std::uint64_t max_entries = mm_max_entries;  // stored entries (before expansion)
+};
+
+// Banner and size line only; the entries are not read. Throws like the
+// readers do for a bad banner, size line or limit.
+MmHeader read_matrix_market_header(const std::filesystem::path& file,
+                                   const MmLimits& limits = {});
+
+// V is one of float, double, std::complex<float>, std::complex<double>.
+template <class V>
+Coo<V> read_matrix_market(const std::filesystem::path& file, const MmLimits& limits = {});
+
+// An array file with one column, or a coordinate n x 1 file (missing entries
+// are zero, duplicates summed).
+template <class V>
+std::vector<V> read_vector(const std::filesystem::path& file, const MmLimits& limits = {});
+
+// Throws hisparse::Error (before creating anything) when the Coo is
+// inconsistent: row/col/val of different lengths or an index outside
+// rows x cols. comment may span several lines; each becomes a % line.
+template <class V>
+void write_matrix_market(const std::filesystem::path& file, const Coo<V>& matrix,
+                         std::string_view comment = {});
+
+template <class V>
+void write_vector(const std::filesystem::path& file, std::span<const V> values);
+
+// The templates are defined and explicitly instantiated for the four value
+// types in matrix_market.cpp; other types fail at link time.
+
+}  // namespace hisparse

@@ -1,0 +1,59 @@
+#pragma once
+// Read-only views of nodes inside a pool, shared by host code and GPU
+// procedures. `E` is the element type of the node: the value type for a leaf,
+// NodeRef for an inner node.
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "hisparse/formats/node.hpp"
+
+namespace hisparse {
+
+template <class E>
+struct CooView {
+  std::uint32_t count;
+  const LocalCoord* coords;
+  const E* values;
+};
+
+template <class E>
+HISPARSE_HD inline CooView<E> coo_view(const std::byte* pool, NodeRef ref) {
+  const std::byte* node = pool + ref_offset(ref);
+  const std::uint32_t count = *reinterpret_cast<const std::uint32_t*>(node);
+  const CooLayout l = coo_layout(ref_type(ref), count, sizeof(E));
+  return {count, reinterpret_cast<const LocalCoord*>(node + l.coord_offset),
+          reinterpret_cast<const E*>(node + l.value_offset)};
+}
+
+// Dense leaf: occupancy mask then values. Dense inner: child references.
+HISPARSE_HD inline const std::uint8_t* dense_mask(const std::byte* pool, NodeRef ref) {
+  return reinterpret_cast<const std::uint8_t*>(pool + ref_offset(ref));
+}
+template <class E>
+HISPARSE_HD inline const E* dense_values(const std::byte* pool, NodeRef ref, std::uint32_t log2_d, bool leaf) {
+  return reinterpret_cast<const E*>(pool + ref_offset(ref) + (leaf ? dense_mask_bytes(log2_d) : 0u));
+}
+HISPARSE_HD inline bool mask_bit(const std::uint8_t* mask, std::uint32_t i) { return (mask[i >> 3] >> (i & 7u)) & 1u; }
+
+// Visits every entry (leaf) or non-null child (inner) of a node in row-major
+// order: f(LocalCoord, E). This is the one generic access path: an op without
+// a specialised procedure for a node type still works through it.
+template <class E, class F>
+HISPARSE_HD void for_each_entry(const std::byte* pool, NodeRef ref, std::uint32_t log2_d, bool leaf, F&& f) {
+  if (ref_type(ref) == NodeType::dense) {
+    const std::uint32_t d = 1u << log2_d;
+    const E* values = dense_values<E>(pool, ref, log2_d, leaf);
+    const std::uint8_t* mask = leaf ? dense_mask(pool, ref) : nullptr;
+    for (std::uint32_t i = 0; i < d * d; ++i) {
+      const bool present = leaf ? mask_bit(mask, i) : (reinterpret_cast<const NodeRef*>(values)[i] != null_ref);
+      if (present)
+        f(LocalCoord{static_cast<std::uint8_t>(i >> log2_d), static_cast<std::uint8_t>(i & (d - 1))}, values[i]);
+    }
+  } else {
+    const CooView<E> v = coo_view<E>(pool, ref);
+    for (std::uint32_t i = 0; i < v.count; ++i) f(v.coords[i], v.values[i]);
+  }
+}
+
+}  // namespace hisparse

@@ -1,0 +1,250 @@
+#include "hisparse/formats/builder.hpp"
+
+#include <algorithm>
+#include <complex>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "hisparse/formats/node_writer.hpp"
+#include "hisparse/formats/traverse.hpp"
+
+namespace hisparse {
+namespace {
+
+using Key = unsigned __int128;
+
+// A key interleaves the (row digit, column digit) pairs of every level, root
+// first, so sorting by key sorts entries into tree order: each node's entries
+// are contiguous and its children appear row-major.
+struct KeyCodec {
+  std::uint32_t b;      // log2 node size
+  std::uint32_t depth;  // levels
+
+  [[nodiscard]] Key encode(index_t row, index_t col) const {
+    Key k = 0;
+    const index_t mask = (index_t{1} << b) - 1;
+    for (std::uint32_t l = 0; l < depth; ++l) {
+      const std::uint32_t s = b * (depth - 1 - l);
+      k = (k << (2 * b)) | (Key((row >> s) & mask) << b) | Key((col >> s) & mask);
+    }
+    return k;
+  }
+  // Everything above level l's digits identifies the node at level l + 1.
+  [[nodiscard]] Key prefix(Key k, std::uint32_t level) const { return k >> (2 * b * (depth - 1 - level)); }
+  [[nodiscard]] LocalCoord digits(Key k, std::uint32_t level) const {
+    const auto p = prefix(k, level);
+    const Key mask = (Key{1} << b) - 1;
+    return {static_cast<std::uint8_t>((p >> b) & mask), static_cast<std::uint8_t>(p & mask)};
+  }
+};
+
+// One level of the skeleton: node i covers sorted entries [start[i], start[i+1]).
+struct SkeletonLevel {
+  std::vector<std::uint64_t> start;
+  std::vector<std::uint32_t> count;   // entries (leaf) or children (inner)
+  std::vector<NodeChoice> choice;
+  std::vector<std::uint64_t> offset;
+  [[nodiscard]] std::size_t size() const { return count.size(); }
+};
+
+template <class V>
+void check_coo(const Coo<V>& coo) {
+  if (coo.row.size() != coo.val.size() || coo.col.size() != coo.val.size())
+    throw Error("coordinate list: row, column and value arrays differ in length (" + std::to_string(coo.row.size()) +
+                ", " + std::to_string(coo.col.size()) + ", " + std::to_string(coo.val.size()) + ")");
+  for (std::size_t i = 0; i < coo.val.size(); ++i) {
+    if (coo.row[i] >= coo.rows || coo.col[i] >= coo.cols)
+      throw Error("coordinate list: entry " + std::to_string(i) + " at (" + std::to_string(coo.row[i]) + ", " +
+                  std::to_string(coo.col[i]) + ") lies outside the " + std::to_string(coo.rows) + " x " +
+                  std::to_string(coo.cols) + " matrix");
+  }
+}
+
+}  // namespace
+
+template <class V>
+Matrix<V> build_matrix(const Coo<V>& coo, std::uint32_t node_size) {
+  const Shape shape = Shape::make(coo.rows, coo.cols, node_size);
+  check_coo(coo);
+  const KeyCodec codec{shape.log2_node_size, shape.depth};
+  const std::uint32_t L = shape.depth;
+  const std::uint32_t b = shape.log2_node_size;
+
+  // Sort into tree order; ties keep input order so duplicates sum deterministically.
+  const std::size_t n_in = coo.val.size();
+  std::vector<std::pair<Key, std::uint64_t>> order(n_in);
+  for (std::size_t i = 0; i < n_in; ++i) order[i] = {codec.encode(coo.row[i], coo.col[i]), i};
+  std::sort(order.begin(), order.end());
+
+  std::vector<Key> keys;
+  std::vector<V> vals;
+  keys.reserve(n_in);
+  vals.reserve(n_in);
+  for (std::size_t i = 0; i < n_in; ++i) {
+    if (!keys.empty() && keys.back() == order[i].first) {
+      vals.back() += coo.val[order[i].second];
+    } else {
+      keys.push_back(order[i].first);
+      vals.push_back(coo.val[order[i].second]);
+    }
+  }
+  order.clear();
+  order.shrink_to_fit();
+  const std::uint64_t n = keys.size();
+  if (n == 0) return Matrix<V>(Matrix<V>::empty_content(coo.rows, coo.cols, node_size));
+
+  // Step 1, top down: node boundaries per level and each node's count.
+  std::vector<SkeletonLevel> lv(L);
+  lv[0].start = {0, n};
+  for (std::uint32_t l = 0; l + 1 < L; ++l) {
+    auto& next = lv[l + 1].start;
+    next.push_back(0);
+    for (std::uint64_t i = 1; i < n; ++i)
+      if (codec.prefix(keys[i], l) != codec.prefix(keys[i - 1], l)) next.push_back(i);
+    next.push_back(n);
+  }
+  for (std::uint32_t l = 0; l < L; ++l) {
+    auto& s = lv[l];
+    const std::size_t nodes = s.start.size() - 1;
+    s.count.assign(nodes, 0);
+    if (l + 1 == L) {
+      for (std::size_t i = 0; i < nodes; ++i) s.count[i] = static_cast<std::uint32_t>(s.start[i + 1] - s.start[i]);
+    } else {
+      // Children of node i are the next level's nodes starting inside its range.
+      const auto& cs = lv[l + 1].start;
+      std::size_t c = 0;
+      for (std::size_t i = 0; i < nodes; ++i) {
+        std::uint32_t k = 0;
+        while (c + 1 < cs.size() && cs[c] < s.start[i + 1]) { ++c; ++k; }
+        s.count[i] = k;
+      }
+    }
+    s.choice.resize(nodes);
+    const bool leaf = l + 1 == L;
+    for (std::size_t i = 0; i < nodes; ++i)
+      s.choice[i] = choose_node(s.count[i], b, leaf, leaf ? sizeof(V) : sizeof(NodeRef));
+  }
+
+  // Offsets bottom-up (children before parents), then the one allocation.
+  std::uint64_t bytes = sizeof(PoolHeader);
+  for (std::uint32_t l = L; l-- > 0;) {
+    auto& s = lv[l];
+    s.offset.resize(s.size());
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      s.offset[i] = bytes;
+      bytes += s.choice[i].bytes;
+    }
+  }
+  if (bytes > max_pool_bytes)
+    throw LimitError("matrix needs a node pool of " + std::to_string(bytes) +
+                     " bytes, over the 4 GiB limit of 32-bit child references");
+
+  auto content = std::make_shared<Content<V>>();
+  content->shape = shape;
+  content->nnz = n;
+  content->pool = AlignedBuffer(bytes);
+  std::byte* pool = content->pool.data();
+
+  // Step 2, bottom up: leaves take the entries, inner nodes their children's references.
+  std::vector<LocalCoord> coords;
+  std::vector<NodeRef> refs;
+  for (std::uint32_t l = L; l-- > 0;) {
+    const auto& s = lv[l];
+    const bool leaf = l + 1 == L;
+    std::size_t c = 0;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      coords.clear();
+      std::byte* dst = pool + s.offset[i];
+      if (leaf) {
+        for (std::uint64_t e = s.start[i]; e < s.start[i + 1]; ++e) coords.push_back(codec.digits(keys[e], l));
+        write_node<V>(dst, s.choice[i], b, true, coords,
+                      std::span<const V>(vals.data() + s.start[i], s.count[i]));
+      } else {
+        refs.clear();
+        const auto& ch = lv[l + 1];
+        for (std::uint32_t k = 0; k < s.count[i]; ++k, ++c) {
+          coords.push_back(codec.digits(keys[ch.start[c]], l));
+          refs.push_back(make_ref(ch.offset[c], ch.choice[c].type));
+        }
+        write_node<NodeRef>(dst, s.choice[i], b, false, coords, refs);
+      }
+    }
+  }
+  *reinterpret_cast<PoolHeader*>(pool) =
+      PoolHeader{pool_magic, make_ref(lv[0].offset[0], lv[0].choice[0].type), static_cast<std::uint8_t>(b),
+                 static_cast<std::uint8_t>(L), sizeof(V), 0, 0};
+  return Matrix<V>(std::move(content));
+}
+
+template <class V>
+Coo<V> csr_to_coo(const Csr<V>& csr) {
+  if (csr.row_ptr.size() != csr.rows + 1)
+    throw Error("CSR: row pointer array has " + std::to_string(csr.row_ptr.size()) + " entries, expected rows + 1 = " +
+                std::to_string(csr.rows + 1));
+  if (csr.col.size() != csr.val.size())
+    throw Error("CSR: column and value arrays differ in length");
+  if (csr.row_ptr.front() != 0 || csr.row_ptr.back() != csr.val.size())
+    throw Error("CSR: row pointers must start at 0 and end at nnz = " + std::to_string(csr.val.size()));
+  Coo<V> coo;
+  coo.rows = csr.rows;
+  coo.cols = csr.cols;
+  coo.reserve(csr.val.size());
+  for (index_t r = 0; r < csr.rows; ++r) {
+    if (csr.row_ptr[r + 1] < csr.row_ptr[r])
+      throw Error("CSR: row pointers decrease at row " + std::to_string(r));
+    for (index_t k = csr.row_ptr[r]; k < csr.row_ptr[r + 1]; ++k) coo.push(r, csr.col[k], csr.val[k]);
+  }
+  return coo;
+}
+
+template <class V>
+Matrix<V> build_matrix(const Csr<V>& csr, std::uint32_t node_size) {
+  return build_matrix(csr_to_coo(csr), node_size);
+}
+
+template <class V>
+Coo<V> to_coo(const Matrix<V>& m) {
+  struct E {
+    index_t r, c;
+    V v;
+  };
+  std::vector<E> es;
+  es.reserve(m.nnz());
+  for_each_logical_entry(m, [&](index_t r, index_t c, V v) { es.push_back({r, c, v}); });
+  std::sort(es.begin(), es.end(), [](const E& a, const E& b) { return a.r != b.r ? a.r < b.r : a.c < b.c; });
+  Coo<V> coo;
+  coo.rows = m.rows();
+  coo.cols = m.cols();
+  coo.reserve(es.size());
+  for (const E& e : es) coo.push(e.r, e.c, e.v);
+  return coo;
+}
+
+template <class V>
+Csr<V> to_csr(const Matrix<V>& m) {
+  Coo<V> coo = to_coo(m);
+  Csr<V> csr;
+  csr.rows = coo.rows;
+  csr.cols = coo.cols;
+  csr.row_ptr.assign(coo.rows + 1, 0);
+  for (index_t r : coo.row) ++csr.row_ptr[r + 1];
+  std::partial_sum(csr.row_ptr.begin(), csr.row_ptr.end(), csr.row_ptr.begin());
+  csr.col = std::move(coo.col);
+  csr.val = std::move(coo.val);
+  return csr;
+}
+
+#define HISPARSE_INSTANTIATE(V)                                       \
+  template Matrix<V> build_matrix(const Coo<V>&, std::uint32_t);      \
+  template Matrix<V> build_matrix(const Csr<V>&, std::uint32_t);      \
+  template Coo<V> to_coo(const Matrix<V>&);                           \
+  template Csr<V> to_csr(const Matrix<V>&);                           \
+  template Coo<V> csr_to_coo(const Csr<V>&);
+HISPARSE_INSTANTIATE(float)
+HISPARSE_INSTANTIATE(double)
+HISPARSE_INSTANTIATE(std::complex<float>)
+HISPARSE_INSTANTIATE(std::complex<double>)
+#undef HISPARSE_INSTANTIATE
+
+}  // namespace hisparse

@@ -1,0 +1,186 @@
+#include "hisparse/formats/validate.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <complex>
+#include <cstring>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "hisparse/formats/node_view.hpp"
+
+namespace hisparse {
+namespace {
+
+template <class V>
+class Validator {
+ public:
+  explicit Validator(const Content<V>& c)
+      : c_(c), pool_(c.pool.data()), size_(c.pool.size()), b_(c.shape.log2_node_size), d_(1u << b_) {}
+
+  PoolStats run() {
+    check_header();
+    if (c_.root() != null_ref) visit(c_.root(), 0, 0, 0);
+    if (stats_.entries != c_.nnz)
+      fail("pool", "holds " + std::to_string(stats_.entries) + " entries but the matrix records nnz = " +
+                       std::to_string(c_.nnz));
+    check_overlap();
+    return stats_;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& where, const std::string& what) const {
+    throw Error("invalid HiSparse pool: " + where + ": " + what);
+  }
+  static std::string at(std::uint64_t offset) { return "node at offset " + std::to_string(offset); }
+
+  void check_header() {
+    if (size_ < sizeof(PoolHeader)) fail("pool", "smaller than its 16-byte header");
+    if (size_ % node_alignment) fail("pool", "size " + std::to_string(size_) + " is not a multiple of 16");
+    if (size_ > max_pool_bytes + node_alignment) fail("pool", "larger than the 4 GiB limit");
+    if (reinterpret_cast<std::uintptr_t>(pool_) % node_alignment) fail("pool", "not 16-byte aligned in memory");
+    const PoolHeader& h = c_.header();
+    if (h.magic != pool_magic) fail("pool header", "bad magic");
+    if (h.log2_node_size != b_ || h.depth != c_.shape.depth || h.value_bytes != sizeof(V))
+      fail("pool header", "node size, depth or value size disagree with the matrix");
+    if (b_ < 1 || b_ > 8) fail("shape", "node size 2^" + std::to_string(b_) + " outside [2, 256]");
+    if (c_.shape.depth != tree_depth(c_.shape.rows, c_.shape.cols, b_))
+      fail("shape", "depth " + std::to_string(c_.shape.depth) + " does not match the dimensions");
+    if ((c_.root() == null_ref) != (c_.nnz == 0)) fail("pool header", "root is null exactly when nnz is 0");
+  }
+
+  void visit(NodeRef ref, std::uint32_t level, index_t block_row, index_t block_col) {
+    const std::uint64_t off = ref_offset(ref);
+    const bool leaf = level + 1 == c_.shape.depth;
+    if (static_cast<std::uint32_t>(ref_type(ref)) >= node_type_count)
+      fail(at(off), "unknown node type " + std::to_string(static_cast<int>(ref_type(ref))));
+    if (off < sizeof(PoolHeader) || off + 4 > size_) fail(at(off), "offset outside the pool");
+
+    // Every node has exactly one parent. (Sharing sub-trees between matrices
+    // is done by sharing whole contents; a reference to an already visited
+    // node is a cycle, an overlap or an attempt to make validation exponential.)
+    auto [it, fresh] = seen_.try_emplace(off, Seen{level, ref, 0});
+    if (!fresh) fail(at(off), "referenced more than once (cycle or shared node inside one pool)");
+
+    std::uint32_t count = 0;
+    std::uint64_t bytes = 0;
+    const std::uint32_t elem = leaf ? sizeof(V) : sizeof(NodeRef);
+    std::vector<std::pair<LocalCoord, NodeRef>> children;
+    if (ref_type(ref) == NodeType::dense) {
+      bytes = dense_bytes(b_, leaf, elem);
+      if (off + bytes > size_) fail(at(off), "dense node runs past the end of the pool");
+      if (leaf) {
+        const std::uint8_t* mask = dense_mask(pool_, ref);
+        const std::uint64_t cells = std::uint64_t{d_} * d_;
+        for (std::uint64_t i = 0; i < dense_mask_bytes(b_); ++i) {
+          if (i * 8 >= cells ? mask[i] != 0 : (i * 8 + 8 > cells && (mask[i] >> (cells - i * 8)) != 0))
+            fail(at(off), "dense leaf mask has bits beyond d*d cells");
+        }
+        const V* vals = dense_values<V>(pool_, ref, b_, true);
+        for (std::uint32_t i = 0; i < cells; ++i) {
+          if (mask_bit(mask, i)) {
+            ++count;
+            check_in_matrix(off, level, block_row, block_col, LocalCoord{std::uint8_t(i >> b_), std::uint8_t(i & (d_ - 1))});
+          } else if (vals[i] != V(0)) {
+            fail(at(off), "dense leaf holds a non-zero value in an absent cell " + std::to_string(i));
+          }
+        }
+      } else {
+        const NodeRef* refs = dense_values<NodeRef>(pool_, ref, b_, false);
+        for (std::uint32_t i = 0; i < d_ * d_; ++i)
+          if (refs[i] != null_ref) {
+            ++count;
+            children.push_back({LocalCoord{std::uint8_t(i >> b_), std::uint8_t(i & (d_ - 1))}, refs[i]});
+          }
+      }
+      if (count == 0) fail(at(off), "dense node without entries");
+    } else {
+      std::memcpy(&count, pool_ + off, sizeof(count));
+      if (count == 0 || count > d_ * d_) fail(at(off), "entry count " + std::to_string(count) + " outside [1, d*d]");
+      const CooLayout l = coo_layout(ref_type(ref), count, elem);
+      bytes = l.bytes;
+      if (off + bytes > size_) fail(at(off), "sparse node runs past the end of the pool");
+      const auto* coords = reinterpret_cast<const LocalCoord*>(pool_ + off + l.coord_offset);
+      for (std::uint32_t i = 0; i < count; ++i) {
+        if (coords[i].row >= d_ || coords[i].col >= d_) fail(at(off), "local coordinate not below d");
+        if (i > 0 && !coord_less(coords[i - 1], coords[i]))
+          fail(at(off), "coordinates not unique and row-major sorted at entry " + std::to_string(i));
+      }
+      // Padding and gaps are zero, so equal matrices have equal bytes.
+      const std::uint64_t used_end = l.value_offset + std::uint64_t{count} * elem;
+      for (std::uint64_t i = 4; i < bytes; ++i) {
+        const bool in_coords = i >= l.coord_offset && i < l.coord_offset + 2ull * count;
+        const bool in_values = i >= l.value_offset && i < used_end;
+        if (!in_coords && !in_values && pool_[off + i] != std::byte{0}) fail(at(off), "non-zero padding byte");
+      }
+      if (leaf) {
+        for (std::uint32_t i = 0; i < count; ++i) check_in_matrix(off, level, block_row, block_col, coords[i]);
+      } else {
+        const auto* refs = reinterpret_cast<const NodeRef*>(pool_ + off + l.value_offset);
+        for (std::uint32_t i = 0; i < count; ++i) {
+          if (refs[i] == null_ref) fail(at(off), "sparse inner node holds a null child");
+          children.push_back({coords[i], refs[i]});
+        }
+      }
+    }
+    const NodeChoice canonical = choose_node(count, b_, leaf, elem);
+    if (canonical.type != ref_type(ref))
+      fail(at(off), "type " + std::to_string(static_cast<int>(ref_type(ref))) + " for " + std::to_string(count) +
+                        " entries; the dense/sparse rule gives " + std::to_string(static_cast<int>(canonical.type)));
+    it->second.bytes = bytes;
+    stats_.node_bytes += bytes;
+    (leaf ? stats_.leaf : stats_.inner) += 1;
+    switch (ref_type(ref)) {
+      case NodeType::dense: ++stats_.dense; break;
+      case NodeType::coo1: ++stats_.coo1; break;
+      case NodeType::coo2: ++stats_.coo2; break;
+      case NodeType::coo4: ++stats_.coo4; break;
+    }
+    if (leaf) stats_.entries += count;
+    for (auto [lc, child] : children)
+      visit(child, level + 1, (block_row << b_) | lc.row, (block_col << b_) | lc.col);
+  }
+
+  void check_in_matrix(std::uint64_t off, std::uint32_t, index_t block_row, index_t block_col, LocalCoord lc) const {
+    const index_t r = (block_row << b_) | lc.row, c = (block_col << b_) | lc.col;
+    if (r >= c_.shape.rows || c >= c_.shape.cols)
+      fail(at(off), "entry (" + std::to_string(r) + ", " + std::to_string(c) + ") outside the " +
+                        std::to_string(c_.shape.rows) + " x " + std::to_string(c_.shape.cols) + " matrix");
+  }
+
+  void check_overlap() const {
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> spans;
+    spans.reserve(seen_.size());
+    for (const auto& [off, s] : seen_) spans.emplace_back(off, off + s.bytes);
+    std::sort(spans.begin(), spans.end());
+    for (std::size_t i = 1; i < spans.size(); ++i)
+      if (spans[i].first < spans[i - 1].second) fail(at(spans[i].first), "overlaps the node before it");
+  }
+
+  struct Seen {
+    std::uint32_t level;
+    NodeRef ref;
+    std::uint64_t bytes;
+  };
+  const Content<V>& c_;
+  const std::byte* pool_;
+  std::uint64_t size_;
+  std::uint32_t b_, d_;
+  std::unordered_map<std::uint64_t, Seen> seen_;
+  PoolStats stats_;
+};
+
+}  // namespace
+
+template <class V>
+PoolStats validate(const Content<V>& content) {
+  return Validator<V>(content).run();
+}
+
+template PoolStats validate(const Content<float>&);
+template PoolStats validate(const Content<double>&);
+template PoolStats validate(const Content<std::complex<float>>&);
+template PoolStats validate(const Content<std::complex<double>>&);
+
+}  // namespace hisparse
