@@ -1,0 +1,21 @@
+#pragma once
+// Fresh random seeds for every test run, printed so a failure can be replayed:
+// HISPARSE_SEED=<n> fixes the seed.
+#include <cstdint>
+#include <cstdlib>
+#include <random>
+#include <string>
+
+namespace hisparse::testing {
+
+inline std::uint64_t fresh_seed() {
+  if (const char* s = std::getenv("HISPARSE_SEED")) return std::strtoull(s, nullptr, 10);
+  std::random_device rd;
+  return (std::uint64_t{rd()} << 32) | rd();
+}
+
+inline std::string seed_note(std::uint64_t seed) {
+  return "seed " + std::to_string(seed) + " (replay with HISPARSE_SEED=" + std::to_string(seed) + ")";
+}
+
+}  // namespace hisparse::testing
