@@ -1,0 +1,73 @@
+// The reference add against a map of summed logical entries.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "hisparse/formats/builder.hpp"
+#include "hisparse/formats/validate.hpp"
+#include "hisparse/ops/add_reference.hpp"
+#include "support/random_matrix.hpp"
+#include "support/test_seed.hpp"
+
+using namespace hisparse;
+using namespace hisparse::testing;
+
+namespace {
+
+template <class V>
+EntryMap<double> logical(const Coo<V>& coo, bool t, double k) {
+  EntryMap<double> out;
+  for (const auto& [rc, v] : summed(coo)) out[t ? std::pair{rc.second, rc.first} : rc] += k * static_cast<double>(v);
+  return out;
+}
+
+}  // namespace
+
+TEST(AddReference, MatchesEntryMap) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  for (std::uint32_t d : {2u, 4u, 16u, 128u}) {
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        SCOPED_TRACE("d " + std::to_string(d) + " ta " + std::to_string(ta) + " tb " + std::to_string(tb));
+        // op(A) and op(B) are both 300 x 200.
+        const auto ca = ta ? clustered_coo<double>(200, 300, 3, 100, 0.9, rng) : random_coo<double>(300, 200, 2000, rng);
+        const auto cb = tb ? random_coo<double>(200, 300, 1500, rng) : clustered_coo<double>(300, 200, 3, 120, 0.8, rng);
+        Matrix<double> a = build_matrix(ca, d).scaled(2.0), b = build_matrix(cb, d);
+        if (ta) a = a.transpose();
+        if (tb) b = b.transpose();
+        const auto c = ops::add_reference(a, b, 0.5, -3.0);
+        validate(c.content());
+        EXPECT_FALSE(c.transposed());
+        EXPECT_EQ(c.scale(), 1.0);
+        auto expect = logical(ca, ta, 1.0);
+        for (const auto& [rc, v] : logical(cb, tb, -3.0)) expect[rc] += v;
+        const auto out = to_coo(c);
+        ASSERT_EQ(out.nnz(), expect.size());
+        std::size_t i = 0;
+        for (const auto& [rc, v] : expect) {
+          ASSERT_EQ(out.row[i], rc.first);
+          ASSERT_EQ(out.col[i], rc.second);
+          ASSERT_NEAR(out.val[i], v, 1e-12 * (1 + std::abs(v)));
+          ++i;
+        }
+      }
+    }
+  }
+}
+
+TEST(AddReference, CancellationKeepsExplicitZero) {
+  const auto a = build_matrix(Coo<double>{8, 8, {1}, {2}, {4.0}}, 2);
+  const auto c = ops::add_reference(a, a, 1.0, -1.0);
+  const auto out = to_coo(c);
+  ASSERT_EQ(out.nnz(), 1u);
+  EXPECT_EQ(out.val[0], 0.0);
+}
+
+TEST(AddReference, RejectsMismatchedOperands) {
+  const auto a = build_matrix(Coo<double>{8, 6, {1}, {2}, {4.0}}, 4);
+  EXPECT_THROW(ops::add_reference(a, a.transpose()), Error);
+  const auto b = build_matrix(Coo<double>{8, 6, {1}, {2}, {4.0}}, 8);
+  EXPECT_THROW(ops::add_reference(a, b), Error);
+}
