@@ -742,11 +742,12 @@ std::vector<V> read_vector(const fs::path& file, const MmLimits& limits) {
     read_entries<V>(in, h, sink);
   } else {
     // Array values arrive in order, so the vector grows with the file
-    // instead of trusting the header's size up front.
+    // instead of trusting the header's size up front. Each element is stored
+    // once and assigned, not summed: 0 + -0 would lose the sign of zero.
     out.reserve(reserve_hint(in, h));
     auto sink = [&out](index_t r, index_t, const V& v) {
       if (r >= out.size()) out.resize(r + 1, V(0));
-      out[r] += v;
+      out[r] = v;
     };
     read_entries<V>(in, h, sink);
     out.resize(h.rows, V(0));
