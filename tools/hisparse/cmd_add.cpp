@@ -1,0 +1,57 @@
+// hisparse add A B OUT [--transpose-a] [--transpose-b] [--alpha A] [--beta B]
+//              [--device host|gpu]
+#include <memory>
+
+#include "commands.hpp"
+#include "device.hpp"
+#include "hisparse/ops/add_reference.hpp"
+#include "matrix_io.hpp"
+
+namespace hisparse::cli {
+namespace {
+struct AddOptions {
+  std::string a, b, out, device;
+  std::optional<std::string> precision;
+  bool ta = false, tb = false;
+  double alpha = 1.0, beta = 1.0;
+};
+}  // namespace
+
+void add_add_command(CLI::App& app) {
+  auto opt = std::make_shared<AddOptions>();
+  auto* sub = app.add_subcommand("add", "C = alpha * op(A) + beta * op(B)");
+  sub->add_option("A", opt->a, "matrix A (.mtx or .hsp)")->required();
+  sub->add_option("B", opt->b, "matrix B (.mtx or .hsp)")->required();
+  sub->add_option("OUT", opt->out, "output matrix C (.mtx or .hsp), written atomically")->required();
+  sub->add_flag("--transpose-a", opt->ta, "use A^T");
+  sub->add_flag("--transpose-b", opt->tb, "use B^T");
+  sub->add_option("--alpha", opt->alpha, "alpha (default 1)");
+  sub->add_option("--beta", opt->beta, "beta (default 1)");
+  sub->add_option("--device", opt->device, "host (the GPU add is not built yet)");
+  sub->add_option("--precision", opt->precision, "f32 or f64 (default: A's)");
+  sub->callback([opt] {
+    check_extension(opt->out, "output file");
+    // Sparse add runs on the host reference; the GPU add is a later op package.
+    if (opt->device == "gpu") throw Error("add: --device gpu is not available yet (the GPU add is not built); use --device host");
+    resolve_device(opt->device);
+    const auto precision = opt->precision ? std::optional(parse_precision(*opt->precision)) : std::nullopt;
+    const AnyMatrix a = load_matrix(opt->a, std::nullopt, precision);
+    // B follows A's precision and node size.
+    const Precision pa = std::holds_alternative<Matrix<float>>(a) ? Precision::f32 : Precision::f64;
+    const std::uint32_t d = std::visit([](const auto& m) { return m.node_size(); }, a);
+    const AnyMatrix b = std::visit([&](const auto& m) { return as_precision(m, pa, d); },
+                                   load_matrix(opt->b, d, pa));
+    const AnyMatrix c = std::visit(
+        [&](const auto& ma) -> AnyMatrix {
+          using V = typename std::decay_t<decltype(ma)>::value_type;
+          Matrix<V> x = opt->ta ? ma.transpose() : ma;
+          Matrix<V> y = std::get<Matrix<V>>(b);
+          if (opt->tb) y = y.transpose();
+          return ops::add_reference<V>(x, y, static_cast<V>(opt->alpha), static_cast<V>(opt->beta));
+        },
+        a);
+    save_matrix(opt->out, c);
+  });
+}
+
+}  // namespace hisparse::cli

@@ -1,0 +1,64 @@
+// hisparse spmv MATRIX --x X.mtx --out Y.mtx [--transpose] [--alpha A]
+//               [--beta B --y Y0.mtx] [--device host|gpu]
+#include <memory>
+
+#include "commands.hpp"
+#include "device.hpp"
+#include "gpu_ops.hpp"
+#include "hisparse/formats/matrix_market.hpp"
+#include "hisparse/ops/spmv_reference.hpp"
+#include "matrix_io.hpp"
+
+namespace hisparse::cli {
+namespace {
+
+struct SpmvOptions {
+  std::string matrix, x, out, y0, device;
+  std::optional<std::string> precision;
+  bool transpose = false;
+  double alpha = 1.0, beta = 0.0;
+};
+
+template <class V>
+void run(const SpmvOptions& o, Matrix<V> a) {
+  if (o.transpose) a = a.transpose();
+  const std::vector<V> x = read_vector<V>(o.x);
+  if (x.size() != a.cols())
+    throw Error(o.x + ": x has " + std::to_string(x.size()) + " entries but op(A) has " + std::to_string(a.cols()) +
+                " columns");
+  std::vector<V> y(a.rows(), V(0));
+  if (o.beta != 0.0) {
+    y = read_vector<V>(o.y0);
+    if (y.size() != a.rows())
+      throw Error(o.y0 + ": y has " + std::to_string(y.size()) + " entries but op(A) has " + std::to_string(a.rows()) +
+                  " rows");
+  }
+  const auto alpha = static_cast<V>(o.alpha), beta = static_cast<V>(o.beta);
+  if (resolve_device(o.device) == Device::gpu) gpu_spmv<V>(a, x, y, alpha, beta);
+  else ops::spmv_reference<V>(a, x, y, alpha, beta);
+  write_vector<V>(o.out, y);
+}
+
+}  // namespace
+
+void add_spmv_command(CLI::App& app) {
+  auto opt = std::make_shared<SpmvOptions>();
+  auto* sub = app.add_subcommand("spmv", "y = alpha * op(A) * x + beta * y");
+  sub->add_option("MATRIX", opt->matrix, "matrix file (.mtx or .hsp)")->required();
+  sub->add_option("--x", opt->x, "input vector x (Matrix Market array)")->required();
+  sub->add_option("--out", opt->out, "output vector y (Matrix Market array), written atomically")->required();
+  sub->add_flag("--transpose", opt->transpose, "use A^T (flips the matrix state; nothing is copied)");
+  sub->add_option("--alpha", opt->alpha, "alpha (default 1)");
+  auto* beta = sub->add_option("--beta", opt->beta, "beta (default 0); needs --y");
+  sub->add_option("--y", opt->y0, "input vector y for beta != 0")->needs(beta);
+  sub->add_option("--device", opt->device, "host or gpu (default: gpu when present)");
+  sub->add_option("--precision", opt->precision, "f32 or f64 (default: f64, or the .hsp file's)");
+  sub->callback([opt] {
+    if (opt->beta != 0.0 && opt->y0.empty()) throw UsageError("--beta other than 0 needs --y Y0.mtx");
+    resolve_device(opt->device);  // usage errors before any file is read
+    const auto precision = opt->precision ? std::optional(parse_precision(*opt->precision)) : std::nullopt;
+    std::visit([&](auto a) { run(*opt, std::move(a)); }, load_matrix(opt->matrix, std::nullopt, precision));
+  });
+}
+
+}  // namespace hisparse::cli

@@ -1,0 +1,24 @@
+// Built when the project is configured without CUDA.
+#include "device.hpp"
+
+namespace hisparse::cli {
+bool gpu_available() { return false; }
+}  // namespace hisparse::cli
+
+#include "gpu_ops.hpp"
+#include "hisparse/formats/error.hpp"
+
+namespace hisparse::cli {
+template <class V>
+void gpu_spmv(const Matrix<V>&, std::span<const V>, std::span<V>, V, V) {
+  throw Error("this build has no GPU support (configure with -Dcuda=enabled)");
+}
+template void gpu_spmv(const Matrix<float>&, std::span<const float>, std::span<float>, float, float);
+template void gpu_spmv(const Matrix<double>&, std::span<const double>, std::span<double>, double, double);
+}  // namespace hisparse::cli
+
+namespace hisparse::cli {
+bool gpu_demo(const Matrix<float>&, const Matrix<double>&) {
+  throw Error("this build has no GPU support (configure with -Dcuda=enabled)");
+}
+}  // namespace hisparse::cli

@@ -1,0 +1,77 @@
+#include "matrix_io.hpp"
+
+#include "hisparse/formats/builder.hpp"
+#include "hisparse/formats/hsp_file.hpp"
+#include "hisparse/formats/matrix_market.hpp"
+
+namespace hisparse::cli {
+namespace {
+
+bool is_hsp(const std::filesystem::path& f) { return f.extension() == ".hsp"; }
+
+template <class To, class From>
+Coo<To> convert_values(Coo<From>&& in) {
+  if constexpr (std::is_same_v<To, From>) {
+    return std::move(in);
+  } else {
+    Coo<To> out{in.rows, in.cols, std::move(in.row), std::move(in.col), {}};
+    out.val.assign(in.val.begin(), in.val.end());
+    return out;
+  }
+}
+
+}  // namespace
+
+void check_extension(const std::filesystem::path& file, const char* what) {
+  const auto ext = file.extension();
+  if (ext != ".mtx" && ext != ".hsp")
+    throw UsageError(std::string(what) + " '" + file.string() + "' must end in .mtx or .hsp");
+}
+
+Precision parse_precision(const std::string& s) {
+  if (s == "f32") return Precision::f32;
+  if (s == "f64") return Precision::f64;
+  throw UsageError("--precision must be f32 or f64, not '" + s + "'");
+}
+
+template <class V>
+AnyMatrix as_precision(const Matrix<V>& m, Precision p, std::uint32_t node_size) {
+  const bool same_type = (p == Precision::f32) == std::is_same_v<V, float>;
+  if (same_type && node_size == m.node_size()) return m;
+  // Re-blocking or a precision change goes through the logical coordinate list.
+  Coo<V> coo = to_coo(m);
+  if (p == Precision::f32) return build_matrix(convert_values<float>(std::move(coo)), node_size);
+  return build_matrix(convert_values<double>(std::move(coo)), node_size);
+}
+template AnyMatrix as_precision(const Matrix<float>&, Precision, std::uint32_t);
+template AnyMatrix as_precision(const Matrix<double>&, Precision, std::uint32_t);
+
+AnyMatrix load_matrix(const std::filesystem::path& file, std::optional<std::uint32_t> node_size,
+                      std::optional<Precision> precision) {
+  check_extension(file, "matrix file");
+  if (node_size) checked_log2_node_size(*node_size);
+  if (is_hsp(file)) {
+    const HspInfo info = read_hsp_info(file);
+    AnyMatrix m;
+    if (info.value_type == ValueType::f32) m = load_hsp<float>(file);
+    else if (info.value_type == ValueType::f64) m = load_hsp<double>(file);
+    else throw Error(file.string() + ": holds " + value_type_name(info.value_type) + " values; the command line handles f32 and f64");
+    return std::visit([&](const auto& mm) {
+      return as_precision(mm, precision.value_or(std::is_same_v<typename std::decay_t<decltype(mm)>::value_type, float> ? Precision::f32 : Precision::f64),
+                          node_size.value_or(mm.node_size()));
+    }, m);
+  }
+  const std::uint32_t d = node_size.value_or(default_node_size);
+  if (precision.value_or(Precision::f64) == Precision::f32) return build_matrix(read_matrix_market<float>(file), d);
+  return build_matrix(read_matrix_market<double>(file), d);
+}
+
+void save_matrix(const std::filesystem::path& file, const AnyMatrix& m) {
+  check_extension(file, "output file");
+  std::visit([&](const auto& mm) {
+    if (is_hsp(file)) save_hsp(file, mm);
+    else write_matrix_market(file, to_coo(mm), "written by hisparse");
+  }, m);
+}
+
+}  // namespace hisparse::cli

@@ -1,0 +1,35 @@
+#pragma once
+// Loading and saving matrices for the command line: by extension (.mtx or
+// .hsp), in the precision the user asked for or the file carries.
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <variant>
+
+#include "hisparse/formats/matrix.hpp"
+
+namespace hisparse::cli {
+
+// Thrown for a wrong command line: exit code 2.
+struct UsageError : Error {
+  using Error::Error;
+};
+
+using AnyMatrix = std::variant<Matrix<float>, Matrix<double>>;
+
+enum class Precision { f32, f64 };
+Precision parse_precision(const std::string& s);
+
+// node_size: nullopt keeps an .hsp file's own node size (default 128 for .mtx).
+AnyMatrix load_matrix(const std::filesystem::path& file, std::optional<std::uint32_t> node_size,
+                      std::optional<Precision> precision);
+
+// .mtx: the logical matrix (state applied); .hsp: content and state as they are.
+void save_matrix(const std::filesystem::path& file, const AnyMatrix& m);
+
+template <class V>
+AnyMatrix as_precision(const Matrix<V>& m, Precision p, std::uint32_t node_size);
+
+void check_extension(const std::filesystem::path& file, const char* what);
+
+}  // namespace hisparse::cli
