@@ -11,6 +11,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <new>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -735,9 +736,18 @@ std::vector<V> read_vector(const fs::path& file, const MmLimits& limits) {
     in.fail("expected a vector (an n x 1 matrix), found " + std::to_string(h.rows) + " x " +
             std::to_string(h.cols));
   }
+  // A dense vector holds every element, so its length counts as entries.
+  if (h.rows > limits.max_entries) {
+    in.fail_limit("a vector of " + std::to_string(h.rows) + " elements exceeds the limit of " +
+                  describe_limit(limits.max_entries) + " entries");
+  }
   std::vector<V> out;
   if (h.format == MmFormat::coordinate) {
-    out.assign(h.rows, V(0));
+    try {
+      out.assign(h.rows, V(0));
+    } catch (const std::bad_alloc&) {
+      in.fail("cannot allocate a vector of " + std::to_string(h.rows) + " elements");
+    }
     auto sink = [&out](index_t r, index_t, const V& v) { out[r] += v; };
     read_entries<V>(in, h, sink);
   } else {

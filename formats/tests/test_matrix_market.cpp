@@ -929,10 +929,64 @@ TEST_F(MatrixMarketTest, ArrayTwoValuesOnOneLine) {
                [](const fs::path& f) { (void)read_vector<double>(f); });
 }
 
+TEST_F(MatrixMarketTest, VectorLengthOverLimit) {
+  const fs::path file =
+      dir_.write("vlen.mtx", std::string(real_general) + "281474976710656 1 0\n");
+  expect_limit_error(file, "a vector of 281474976710656 elements exceeds the limit of "
+                           "1099511627776 (2^40) entries",
+                     [](const fs::path& f) { (void)read_vector<double>(f); });
+}
+
 TEST_F(MatrixMarketTest, VectorOfAMatrix) {
   expect_error("%%MatrixMarket matrix array real general\n2 2\n1\n2\n3\n4\n", 2,
                "expected a vector (an n x 1 matrix), found 2 x 2",
                [](const fs::path& f) { (void)read_vector<double>(f); });
+}
+
+// Random corruptions of small valid files: whatever the damage, the reader
+// either succeeds or throws hisparse::Error; never another exception, a
+// crash or a hang (the sanitizer builds check the rest).
+TEST_F(MatrixMarketTest, CorruptedFilesOnlyThrowError) {
+  const std::string seeds[] = {
+      "%%MatrixMarket matrix coordinate real symmetric\n% c\n4 4 4\n1 1 1.5\n2 1 -2e3\n"
+      "4 3 7\n4 4 0\n",
+      "%%MatrixMarket matrix coordinate complex hermitian\n3 3 2\n1 1 1 0\n3 2 0.5 -1\n",
+      "%%MatrixMarket matrix array integer skew-symmetric\n3 3\n1\n-2\n3\n",
+      "%%MatrixMarket matrix coordinate pattern general\n3 2 3\n1 1\n3 2\n2 1\n",
+  };
+  constexpr std::string_view alphabet = "0123456789 -+.eE%\n\r\tx";
+  const std::uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const fs::path file = dir_.path() / "fuzz.mtx";
+  int accepted = 0;
+  for (int round = 0; round < 4000; ++round) {
+    std::string s = seeds[rng() % std::size(seeds)];
+    const int edits = 1 + static_cast<int>(rng() % 3);
+    for (int e = 0; e < edits && !s.empty(); ++e) {
+      const std::size_t pos = rng() % s.size();
+      const char c = alphabet[rng() % alphabet.size()];
+      switch (rng() % 3) {
+        case 0: s[pos] = c; break;
+        case 1: s.insert(s.begin() + static_cast<std::ptrdiff_t>(pos), c); break;
+        default: s.erase(pos, 1); break;
+      }
+    }
+    dir_.write("fuzz.mtx", s);
+    for (int type = 0; type < 3; ++type) {
+      try {
+        if (type == 0) (void)read_matrix_market<double>(file);
+        if (type == 1) (void)read_matrix_market<cf>(file);
+        if (type == 2) (void)read_vector<cd>(file);
+        ++accepted;
+      } catch (const Error& e) {
+        ASSERT_TRUE(contains(e.what(), file.string())) << e.what();
+      } catch (const std::exception& e) {
+        FAIL() << "non-hisparse exception " << e.what() << " for input:\n" << s;
+      }
+    }
+  }
+  EXPECT_GT(accepted, 0);  // some corruptions are harmless (digits, blanks)
 }
 
 // ---------------------------------------------------------------------------

@@ -85,7 +85,8 @@ template <class V>
 Coo<V> read_matrix_market(const std::filesystem::path& file, const MmLimits& limits = {});
 
 // An array file with one column, or a coordinate n x 1 file (missing entries
-// are zero, duplicates summed).
+// are zero, duplicates summed). The length n counts against
+// limits.max_entries, since every element is held.
 template <class V>
 std::vector<V> read_vector(const std::filesystem::path& file, const MmLimits& limits = {});
 
