@@ -549,6 +549,10 @@ void emit(const LineReader& in, MmSymmetry symmetry, index_t r, index_t c, const
           sink(r, c, v);
           sink(c, r, std::conj(v));
         }
+      } else {
+        // parse_header admits hermitian only with the complex field, which
+        // require_value_type admits only for complex V.
+        in.fail("hermitian symmetry requires a complex value type");
       }
       return;
   }
