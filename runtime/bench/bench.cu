@@ -1,0 +1,148 @@
+// hisparse-rt-bench: per controller, the latency of an empty run, the latency
+// per level of a chain of dependent items, and items per second for a tree of
+// tiny items and for a wide fan-out. Prints a Markdown table.
+//
+//   hisparse-rt-bench [--controller NAME] [--levels N] [--depth D] [--repeat R]
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "workloads.cuh"
+
+namespace rt = hisparse::runtime;
+namespace wl = hisparse::runtime::workloads;
+
+namespace {
+
+struct Options {
+    std::vector<rt::Controller> controllers{std::begin(rt::all_controllers), std::end(rt::all_controllers)};
+    std::uint32_t levels = 2000;
+    std::uint32_t depth = 8;  // tree: 8^depth leaves
+    std::uint32_t repeat = 5;
+    std::uint32_t empty_runs = 200;
+};
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+struct Row {
+    rt::Controller controller;
+    double empty_us = 0, level_us = 0, tiny_items_per_s = 0, wide_items_per_s = 0;
+};
+
+template <class Setup, class State>
+double timed_run(rt::Runtime<Setup, State>& runtime, std::uint32_t repeat) {
+    runtime.run();  // warm-up: module load, first-touch of the queues
+    std::vector<double> ms;
+    for (std::uint32_t i = 0; i < repeat; ++i) ms.push_back(runtime.run().milliseconds);
+    return median(ms);
+}
+
+void expect(bool ok, const char* what) {
+    if (!ok) {
+        std::fprintf(stderr, "check failed: %s\n", what);
+        std::exit(1);
+    }
+}
+
+Row measure(rt::Controller controller, const Options& o, wl::Totals* totals) {
+    Row row{controller};
+    rt::RuntimeConfig cfg;
+    cfg.controller = controller;
+    {
+        rt::Runtime<wl::ChainSetup, wl::ChainState> runtime(cfg, wl::ChainState{totals});
+        for (int i = 0; i < 20; ++i) runtime.run();
+        std::vector<double> ms;
+        for (std::uint32_t i = 0; i < o.empty_runs; ++i) ms.push_back(runtime.run().milliseconds);
+        row.empty_us = median(ms) * 1e3;
+        expect(runtime.stats().total_items() == 0, "empty run processed items");
+
+        runtime.seed<wl::Ping>(wl::ChainItem{o.levels - 1});
+        const double chain_ms = timed_run(runtime, o.repeat);
+        expect(runtime.stats().total_items() == o.levels, "chain length");
+        row.level_us = (chain_ms * 1e3 - row.empty_us) / o.levels;
+    }
+    {
+        rt::RuntimeConfig tcfg = cfg;
+        std::uint64_t leaves = 1;
+        for (std::uint32_t i = 0; i < o.depth; ++i) leaves *= 8;
+        tcfg.capacities = {static_cast<std::uint32_t>(std::min<std::uint64_t>(leaves, 1u << 30)),
+                           static_cast<std::uint32_t>(std::min<std::uint64_t>(leaves, 1u << 30))};
+        rt::Runtime<wl::TreeSetup, wl::TreeState> runtime(tcfg, wl::TreeState{totals, 8, o.depth});
+        runtime.seed<wl::TreeNode>(wl::TreeItem{0, 0});
+        const double ms = timed_run(runtime, o.repeat);
+        const auto items = runtime.stats().total_items();
+        expect(items == leaves + (leaves - 1) / 7, "tree item count");
+        row.tiny_items_per_s = static_cast<double>(items) / (ms * 1e-3);
+    }
+    {
+        rt::RuntimeConfig wcfg = cfg;
+        const std::uint32_t roots = 64, per_root = 1u << 17;
+        wcfg.capacities = {64, roots * per_root};
+        rt::Runtime<wl::WideSetup, wl::WideState> runtime(wcfg, wl::WideState{totals, per_root});
+        std::vector<wl::WideRoot> seeds(roots);
+        for (std::uint32_t i = 0; i < roots; ++i) seeds[i].root = i;
+        runtime.seed<wl::WideSpawner>(std::span<const wl::WideRoot>(seeds));
+        const double ms = timed_run(runtime, o.repeat);
+        const auto items = runtime.stats().total_items();
+        expect(items == roots + std::uint64_t{roots} * per_root, "wide fan-out item count");
+        row.wide_items_per_s = static_cast<double>(items) / (ms * 1e-3);
+    }
+    return row;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Options o;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto next = [&]() -> std::string {
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "%s needs a value\n", a.c_str());
+                std::exit(2);
+            }
+            return argv[++i];
+        };
+        if (a == "--controller") o.controllers = {rt::parse_controller(next())};
+        else if (a == "--levels") o.levels = static_cast<std::uint32_t>(std::stoul(next()));
+        else if (a == "--depth") o.depth = static_cast<std::uint32_t>(std::stoul(next()));
+        else if (a == "--repeat") o.repeat = static_cast<std::uint32_t>(std::stoul(next()));
+        else {
+            std::fprintf(stderr,
+                         "usage: hisparse-rt-bench [--controller dp|tail|persistent|host] [--levels N] "
+                         "[--depth D] [--repeat R]\n");
+            return 2;
+        }
+    }
+    try {
+        if (rt::device_count() == 0) {
+            std::fprintf(stderr, "hisparse-rt-bench: no CUDA device\n");
+            return 77;
+        }
+        cudaDeviceProp prop{};
+        rt::check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+        rt::DeviceBuffer totals_buffer(sizeof(wl::Totals));
+        auto* totals = totals_buffer.as<wl::Totals>();
+        std::vector<Row> rows;
+        for (auto c : o.controllers) rows.push_back(measure(c, o, totals));
+        std::printf("device: %s; chain %u levels, tree 8^%u leaves, wide 64 x 2^17; median of %u runs "
+                    "(empty: of %u), host wall time per run()\n\n",
+                    prop.name, o.levels, o.depth, o.repeat, o.empty_runs);
+        std::printf("| controller | empty run (us) | per dependent level (us) | tiny items/s | wide fan-out items/s |\n");
+        std::printf("| --- | --- | --- | --- | --- |\n");
+        for (const auto& r : rows)
+            std::printf("| %s | %.1f | %.2f | %.3g | %.3g |\n", std::string(rt::to_string(r.controller)).c_str(),
+                        r.empty_us, r.level_us, r.tiny_items_per_s, r.wide_items_per_s);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "hisparse-rt-bench: %s\n", e.what());
+        return 1;
+    }
+    return 0;
+}

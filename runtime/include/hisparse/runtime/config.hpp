@@ -1,0 +1,117 @@
+#pragma once
+// Run-time configuration of a runtime: which controller, block size, queue
+// capacities and launch thresholds. Plain C++ (no CUDA include) so that the
+// checks are unit-tested on machines without a GPU.
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hisparse::runtime {
+
+// The controller decides when worker blocks run on which queue. It is a policy
+// of the runtime: the procedures are the same for all four.
+enum class Controller {
+    dynamic_parallelism,  // seed 004 sec. 4.2: one spinning warp launches workers from the GPU
+    tail_launch,          // rounds of workers, the controller relaunches itself as a tail launch
+    persistent,           // Whippletree's megakernel: resident blocks loop dequeue -> run
+    host_loop,            // the host reads fill levels and launches per queue (baseline)
+};
+
+[[nodiscard]] std::string_view to_string(Controller c) noexcept;
+// Parses the names above (also "dp", "tail", "megakernel", "host"); throws ConfigError.
+[[nodiscard]] Controller parse_controller(std::string_view name);
+inline constexpr Controller all_controllers[] = {Controller::dynamic_parallelism, Controller::tail_launch,
+                                                 Controller::persistent, Controller::host_loop};
+
+struct RuntimeConfig {
+    Controller controller = Controller::persistent;
+    // Threads per worker block; 0 takes the setup's block size. Must be a multiple
+    // of 32 and of every procedure's thread count, and at most the setup's.
+    std::uint32_t block_size = 0;
+    // Slots per queue, rounded up to a power of two. `capacities` (indexed by
+    // queue id, see QueueSetup::queue_id) overrides the default per queue.
+    std::uint32_t default_capacity = 1u << 16;
+    std::vector<std::uint32_t> capacities;
+    // Items a queue must hold before a controller launches a full-size worker
+    // grid for it; 0 means "one block's worth". Below it, a queue is still
+    // served when fewer than `min_running_blocks` blocks are running.
+    std::uint32_t default_threshold = 0;
+    std::vector<std::uint32_t> thresholds;
+    std::uint32_t min_running_blocks = 0;      // 0: number of multiprocessors
+    std::uint32_t max_blocks_per_launch = 0;   // 0: 4 x multiprocessors
+    std::uint32_t pending_launch_limit = 1024; // device-side launches not yet started (CUDA default limit 2048)
+    std::uint32_t persistent_blocks_per_sm = 0; // 0: as many as fit (occupancy)
+    // A worker keeps dequeuing from its queue until it is empty instead of
+    // exiting after one batch (fewer launches; chains inside one queue stay in one block).
+    bool drain = true;
+    // A run that takes longer is stopped and reported as WatchdogTimeout.
+    std::chrono::milliseconds watchdog{30000};
+};
+
+// What the host needs to know about a compile-time setup (built by
+// QueueSetup::describe()).
+struct ProcedureInfo {
+    std::string name;
+    std::uint32_t payload_bytes = 0;
+    std::uint32_t threads_per_item = 1;
+    std::uint32_t shared_bytes = 0;  // per item
+    std::uint32_t bins = 1;
+    std::uint32_t first_queue = 0;
+};
+
+struct SetupDescription {
+    std::uint32_t max_block_size = 256;
+    std::vector<ProcedureInfo> procedures;
+    [[nodiscard]] std::uint32_t queue_count() const;
+    [[nodiscard]] std::string queue_name(std::uint32_t queue) const;  // "name[bin]"
+};
+
+struct DeviceLimits {
+    std::uint32_t multiprocessors = 132;
+    std::uint32_t max_shared_per_block = 48 * 1024;
+    std::uint32_t device_pending_launch_limit = 2048;
+};
+
+// The configuration with every default filled in and every value checked.
+struct ResolvedQueue {
+    std::uint32_t procedure = 0;
+    std::uint32_t bin = 0;
+    std::uint32_t capacity = 0;        // power of two
+    std::uint32_t threshold = 0;       // items
+    std::uint32_t items_per_block = 0;
+    std::uint32_t shared_bytes = 0;    // dynamic shared memory of a worker block
+};
+
+struct ResolvedConfig {
+    Controller controller = Controller::persistent;
+    std::uint32_t block_size = 0;
+    std::uint32_t min_running_blocks = 0;
+    std::uint32_t max_blocks_per_launch = 0;
+    std::uint32_t pending_launch_limit = 0;
+    std::uint32_t persistent_blocks_per_sm = 0;
+    std::uint32_t max_shared_bytes = 0;  // largest worker shared memory (the megakernel's)
+    bool drain = true;
+    std::chrono::milliseconds watchdog{0};
+    std::vector<ResolvedQueue> queues;
+};
+
+// Throws ConfigError with a message that names the offending value.
+[[nodiscard]] ResolvedConfig resolve(const RuntimeConfig& config, const SetupDescription& setup,
+                                     const DeviceLimits& limits);
+
+// Statistics of the last run.
+struct RunStats {
+    Controller controller = Controller::persistent;
+    std::vector<std::uint64_t> items_per_procedure;  // indexed like the setup's procedures
+    std::vector<std::uint32_t> max_fill_per_queue;    // largest fill seen per queue
+    std::uint64_t kernel_launches = 0;  // worker grids launched (persistent: 1)
+    std::uint64_t blocks_launched = 0;
+    std::uint64_t controller_rounds = 0;  // polls (dp), self-launches (tail), host rounds (host_loop)
+    double milliseconds = 0.0;            // host wall time of run(), seeding included
+    [[nodiscard]] std::uint64_t total_items() const;
+    [[nodiscard]] std::uint32_t max_fill() const;
+};
+
+}  // namespace hisparse::runtime

@@ -1,0 +1,98 @@
+#pragma once
+// Small host-side CUDA helpers of the runtime, implemented in src/device.cpp
+// (plain C++ against the CUDA runtime API): checked calls, owning buffers, the
+// device's limits and a watchdog-aware wait.
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <cstddef>
+#include <source_location>
+#include <utility>
+
+#include "config.hpp"
+#include "error.hpp"
+
+namespace hisparse::runtime {
+
+// Throws CudaError naming `what` unless e == cudaSuccess.
+inline void check(cudaError_t e, const char* what, std::source_location where = std::source_location::current()) {
+    if (e != cudaSuccess) detail::throw_cuda_error(static_cast<int>(e), what, where);
+}
+
+// Number of CUDA devices; 0 (not an exception) when there is no driver or device.
+[[nodiscard]] int device_count() noexcept;
+
+// Limits of the current device.
+[[nodiscard]] DeviceLimits query_device_limits();
+
+// Owning device allocation (cudaMalloc). Move-only.
+class DeviceBuffer {
+public:
+    DeviceBuffer() = default;
+    explicit DeviceBuffer(std::size_t bytes);
+    ~DeviceBuffer();
+    DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+    DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+    DeviceBuffer(const DeviceBuffer&) = delete;
+    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+    [[nodiscard]] void* get() const noexcept { return ptr_; }
+    [[nodiscard]] std::size_t size() const noexcept { return bytes_; }
+    template <class T>
+    [[nodiscard]] T* as() const noexcept { return static_cast<T*>(ptr_); }
+
+private:
+    void* ptr_ = nullptr;
+    std::size_t bytes_ = 0;
+};
+
+// Owning page-locked host allocation (cudaMallocHost): asynchronous copies
+// from and to it are truly asynchronous. Move-only.
+class PinnedBuffer {
+public:
+    PinnedBuffer() = default;
+    explicit PinnedBuffer(std::size_t bytes);
+    ~PinnedBuffer();
+    PinnedBuffer(PinnedBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+    PinnedBuffer& operator=(PinnedBuffer&& o) noexcept;
+    PinnedBuffer(const PinnedBuffer&) = delete;
+    PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+    [[nodiscard]] void* get() const noexcept { return ptr_; }
+    [[nodiscard]] std::size_t size() const noexcept { return bytes_; }
+    template <class T>
+    [[nodiscard]] T* as() const noexcept { return static_cast<T*>(ptr_); }
+
+private:
+    void* ptr_ = nullptr;
+    std::size_t bytes_ = 0;
+};
+
+// Owning stream / event.
+class Stream {
+public:
+    Stream();  // non-blocking stream
+    ~Stream();
+    Stream(const Stream&) = delete;
+    Stream& operator=(const Stream&) = delete;
+    [[nodiscard]] cudaStream_t get() const noexcept { return s_; }
+
+private:
+    cudaStream_t s_ = nullptr;
+};
+
+class Event {
+public:
+    Event();  // timing disabled: cheapest to record and query
+    ~Event();
+    Event(const Event&) = delete;
+    Event& operator=(const Event&) = delete;
+    [[nodiscard]] cudaEvent_t get() const noexcept { return e_; }
+
+private:
+    cudaEvent_t e_ = nullptr;
+};
+
+// Waits for `event`; spins first (a run often ends within microseconds), then
+// yields. Returns false when `timeout` passed first. Throws CudaError on errors.
+[[nodiscard]] bool wait_for(cudaEvent_t event, std::chrono::steady_clock::time_point deadline);
+
+}  // namespace hisparse::runtime

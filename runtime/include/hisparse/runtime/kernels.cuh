@@ -1,0 +1,264 @@
+#pragma once
+// The kernels of the four controllers. Each one only decides *when* the
+// block-level agent (agent.cuh) runs on *which* queue; the procedures are the
+// same for all of them.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <utility>
+
+#include "agent.cuh"
+
+namespace hisparse::runtime::detail {
+
+enum WorkerMode : unsigned {
+    worker_plain = 0,
+    worker_count_blocks = 1,  // dp controller: count started/finished blocks
+};
+
+// Worker grid for one queue: each block claims a batch, runs it, and (with
+// drain) repeats until the queue is empty.
+template <class Setup, class State, std::size_t I>
+__global__ void __launch_bounds__(Setup::block_size)
+    worker_kernel(const DeviceState<Setup, State>* ds, unsigned queue, unsigned mode) {
+    extern __shared__ __align__(16) unsigned char dynamic_shared[];
+    __shared__ BatchClaim claim;
+    const unsigned tid = threadIdx.x;
+    const QueueView& view = ds->queues[queue];
+    if ((mode & worker_count_blocks) != 0u && tid == 0) {
+        atomicAdd(&view.run->started_blocks, 1u);
+        if (blockIdx.x == 0) atomicAdd(&ds->counters->kernels_started, 1ull);
+    }
+    while (true) {
+        claim_batch(ds, queue, tid, claim);
+        __syncthreads();
+        if (claim.count == 0) break;  // block-uniform
+        run_batch<Setup, State, I>(ds, claim, dynamic_shared, tid);
+        if (!ds->drain) break;
+    }
+    if ((mode & worker_count_blocks) != 0u) {
+        __syncthreads();
+        if (tid == 0) {
+            __threadfence();
+            device_atomic<int>(ds->counters->running_blocks).fetch_sub(1, cuda::memory_order_release);
+        }
+    }
+}
+
+// Launches the worker of queue q's procedure (host or device side).
+template <class Setup, class State, std::size_t... I>
+__host__ __device__ cudaError_t launch_worker(const DeviceState<Setup, State>* ds, unsigned procedure, unsigned queue,
+                                              unsigned blocks, unsigned block_size, unsigned shared_bytes,
+                                              cudaStream_t stream, unsigned mode, std::index_sequence<I...>) {
+    cudaError_t result = cudaSuccess;
+    ((procedure == I ? (worker_kernel<Setup, State, I><<<blocks, block_size, shared_bytes, stream>>>(ds, queue, mode),
+                        result = cudaGetLastError(), void())
+                     : void()),
+     ...);
+    return result;
+}
+
+template <class Setup, class State>
+__device__ inline bool launch_failed(const DeviceState<Setup, State>* ds, cudaError_t e) {
+    if (e == cudaSuccess) return false;
+    atomicOr(&ds->counters->error, static_cast<unsigned>(error_launch));
+    return true;
+}
+
+// 1. Dynamic parallelism (seed 004 sec. 4.2): one warp, launched once. Each
+// lane watches its queues and launches worker grids into fire-and-forget
+// streams (each launch independent) when a queue reaches its threshold, or
+// earlier when few blocks are running. It ends when no block is running and
+// every queue is empty.
+template <class Setup, class State>
+__global__ void __launch_bounds__(32) dp_controller_kernel(const DeviceState<Setup, State>* ds) {
+    constexpr unsigned queue_count = Setup::queue_count;
+    constexpr unsigned per_lane = (queue_count + 31) / 32;
+    constexpr auto procedures = std::make_index_sequence<Setup::procedure_count>{};
+    const unsigned lane = threadIdx.x;
+    RunCounters* counters = ds->counters;
+    unsigned launched_blocks[per_lane] = {};
+    unsigned long long rounds = 0;
+    unsigned backoff = 32;
+    while (true) {
+        ++rounds;
+        if (should_stop(counters)) break;
+        const int running = device_atomic<int>(counters->running_blocks).load(cuda::memory_order_relaxed);
+        bool launched = false;
+#pragma unroll
+        for (unsigned k = 0; k < per_lane; ++k) {
+            const unsigned q = lane + 32u * k;
+            if (q >= queue_count) break;
+            const QueueView& view = ds->queues[q];
+            const int available = view.available_relaxed();
+            if (available <= 0) continue;
+            const unsigned started =
+                device_atomic<unsigned>(view.run->started_blocks).load(cuda::memory_order_relaxed);
+            const long long waiting = static_cast<long long>(launched_blocks[k] - started) * view.items_per_block;
+            const long long uncovered = available - waiting;
+            if (uncovered <= 0) continue;
+            if (uncovered < view.threshold && running >= static_cast<int>(ds->min_running_blocks)) continue;
+            unsigned long long blocks = (uncovered + view.items_per_block - 1) / view.items_per_block;
+            if (blocks > ds->max_blocks_per_launch) blocks = ds->max_blocks_per_launch;
+            // Stay inside the device runtime's pending-launch buffer.
+            const unsigned long long issued = atomicAdd(&counters->kernel_launches, 1ull);
+            const unsigned long long begun =
+                device_atomic<unsigned long long>(counters->kernels_started).load(cuda::memory_order_relaxed);
+            if (issued - begun >= ds->pending_launch_limit) {
+                atomicAdd(&counters->kernel_launches, ~0ull);  // -1
+                continue;
+            }
+            atomicAdd(&counters->running_blocks, static_cast<int>(blocks));
+            atomicAdd(&counters->blocks_launched, blocks);
+            launched_blocks[k] += static_cast<unsigned>(blocks);
+            const cudaError_t e =
+                launch_worker(ds, view.procedure, q, static_cast<unsigned>(blocks), ds->block_size, view.shared_bytes,
+                              cudaStreamFireAndForget, worker_count_blocks, procedures);
+            if (launch_failed(ds, e)) {
+                atomicSub(&counters->running_blocks, static_cast<int>(blocks));
+                break;
+            }
+            launched = true;
+        }
+        if (__any_sync(0xffffffffu, launched)) {
+            backoff = 32;
+            continue;
+        }
+        // Termination: read the block counter first (acquire: pairs with each
+        // finished block's release), then the queues. With no block running
+        // nobody can enqueue any more, so empty queues stay empty.
+        const int still_running = device_atomic<int>(counters->running_blocks).load(cuda::memory_order_acquire);
+        bool empty = true;
+#pragma unroll
+        for (unsigned k = 0; k < per_lane; ++k) {
+            const unsigned q = lane + 32u * k;
+            if (q < queue_count && ds->queues[q].fill_relaxed() != 0u) empty = false;
+        }
+        if (__all_sync(0xffffffffu, still_running == 0 && empty)) break;
+        __nanosleep(backoff);
+        backoff = backoff < 256 ? backoff * 2 : 256;
+    }
+    if (lane == 0) counters->rounds = rounds;
+}
+
+// 2. Documented-safe device controller: a round launches workers for every
+// non-empty queue into fire-and-forget streams and then relaunches itself into
+// the tail-launch stream. A tail launch starts only after this grid and all the
+// work it launched have completed, and it sees their writes, so every round
+// reads settled fill levels: no spinning on work that may not be scheduled.
+template <class Setup, class State>
+__global__ void __launch_bounds__(32) tail_controller_kernel(const DeviceState<Setup, State>* ds) {
+    constexpr unsigned queue_count = Setup::queue_count;
+    constexpr auto procedures = std::make_index_sequence<Setup::procedure_count>{};
+    const unsigned lane = threadIdx.x;
+    RunCounters* counters = ds->counters;
+    bool launched = false;
+    if (!should_stop(counters)) {
+        for (unsigned q = lane; q < queue_count; q += 32) {
+            const QueueView& view = ds->queues[q];
+            const int available = view.available_relaxed();
+            if (available <= 0) continue;
+            unsigned long long blocks = (available + view.items_per_block - 1) / view.items_per_block;
+            if (blocks > ds->max_blocks_per_launch) blocks = ds->max_blocks_per_launch;
+            atomicAdd(&counters->kernel_launches, 1ull);
+            atomicAdd(&counters->blocks_launched, blocks);
+            const cudaError_t e = launch_worker(ds, view.procedure, q, static_cast<unsigned>(blocks), ds->block_size,
+                                                view.shared_bytes, cudaStreamFireAndForget, worker_plain, procedures);
+            if (launch_failed(ds, e)) break;
+            launched = true;
+        }
+    }
+    if (__any_sync(0xffffffffu, launched) && lane == 0) {
+        counters->rounds += 1;
+        tail_controller_kernel<Setup, State><<<1, 32, 0, cudaStreamTailLaunch>>>(ds);
+        launch_failed(ds, cudaGetLastError());
+    }
+}
+
+// 3. Persistent blocks (Whippletree's megakernel): as many blocks as fit, each
+// looping claim -> run. Queues are polled from the last to the first, so work
+// declared later (typically the leaves) drains first and queues stay short.
+// Termination: a block leaves only when `pending` (items enqueued and not yet
+// completed) is zero. An item's children are counted before the item itself is
+// retired, so pending cannot touch zero while work remains (no early end), and
+// when it is non-zero some item is queued or running (no hang).
+template <class Setup, class State>
+__global__ void __launch_bounds__(Setup::block_size) persistent_kernel(const DeviceState<Setup, State>* ds) {
+    constexpr unsigned queue_count = Setup::queue_count;
+    constexpr auto procedures = std::make_index_sequence<Setup::procedure_count>{};
+    extern __shared__ __align__(16) unsigned char dynamic_shared[];
+    __shared__ BatchClaim claim;
+    const unsigned tid = threadIdx.x;
+    RunCounters* counters = ds->counters;
+    while (true) {
+        if (tid == 0) {
+            unsigned backoff = 16;
+            claim.count = 0;
+            claim.queue = queue_count;  // "stop"
+            while (true) {
+                if (should_stop(counters)) break;
+                bool found = false;
+                for (int q = static_cast<int>(queue_count) - 1; q >= 0 && !found; --q) {
+                    const QueueView& view = ds->queues[q];
+                    if (view.available_relaxed() <= 0) continue;
+                    unsigned long long first = 0;
+                    const unsigned count = view.claim(view.items_per_block, first);
+                    if (count != 0) {
+                        claim.first = first;
+                        claim.count = count;
+                        claim.queue = static_cast<unsigned>(q);
+                        found = true;
+                    }
+                }
+                if (found) break;
+                if (device_atomic<unsigned long long>(counters->pending).load(cuda::memory_order_acquire) == 0ull)
+                    break;
+                __nanosleep(backoff);
+                backoff = backoff < 512 ? backoff * 2 : 512;
+            }
+        }
+        __syncthreads();
+        if (claim.queue == queue_count) break;
+        dispatch_batch(ds, claim, dynamic_shared, tid, procedures);
+        // run_batch ends with a barrier, so thread 0 may overwrite `claim` now.
+    }
+}
+
+// Seeds: the host's items, copied to device memory, are enqueued through the
+// same path as device-side enqueues (so every counter stays consistent).
+struct SeedRange {
+    unsigned queue;
+    unsigned count;
+    unsigned long long offset;  // bytes into the payload area
+};
+
+template <class Setup, class State, std::size_t I>
+__device__ void seed_items(const DeviceState<Setup, State>* ds, const SeedRange& range, const unsigned char* bytes) {
+    using P = typename Setup::template procedure_at<I>;
+    using Payload = typename P::payload_type;
+    const Payload* items = reinterpret_cast<const Payload*>(bytes + range.offset);
+    const QueueView& q = ds->queues[range.queue];
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < range.count; i += gridDim.x * blockDim.x) {
+        union Slot {
+            Payload value;
+            unsigned char none;
+            __device__ Slot() : none(0) {}
+        } item;
+        memcpy(&item.value, items + i, sizeof(Payload));
+        if (!q.try_enqueue(item.value, &ds->counters->pending)) {
+            atomicOr(&q.run->overflow, 1u);
+            atomicOr(&ds->counters->error, static_cast<unsigned>(error_overflow));
+        }
+    }
+}
+
+template <class Setup, class State>
+__global__ void seed_kernel(const DeviceState<Setup, State>* ds, const SeedRange* ranges, const unsigned char* bytes) {
+    const SeedRange range = ranges[blockIdx.y];
+    const unsigned procedure = ds->queues[range.queue].procedure;
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+        ((procedure == I ? seed_items<Setup, State, I>(ds, range, bytes) : void()), ...);
+    }(std::make_index_sequence<Setup::procedure_count>{});
+}
+
+}  // namespace hisparse::runtime::detail

@@ -1,0 +1,192 @@
+#pragma once
+// Device queues: fixed-capacity ring buffers in device memory with a sequence
+// word per slot (Whippletree's queue with a state per slot, seed 004 ref. [29];
+// the slot protocol is Vyukov's bounded MPMC queue). A QueueView wraps memory it
+// does not own; the Runtime allocates it.
+//
+// Slot protocol, for position p (a 64-bit counter) and slot s = p mod capacity:
+//   seq[s] == p            the slot is free for the writer of position p
+//   seq[s] == p + 1        the item of position p is published (readable)
+//   seq[s] == p + capacity the reader of p released it: free for writer p + capacity
+// Writers first reserve room in `fill` (reserved and not yet released slots), so
+// a writer never laps a reader that has not claimed its slot: when writer p
+// waits, reader p - capacity already holds the slot and is about to release it.
+// Readers claim a count from `available` (published, unclaimed items) and then
+// positions from `head`; the sequence word tells them when the bytes are there.
+#include <cuda/atomic>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace hisparse::runtime {
+
+// Counters a controller polls, each on its own 128-byte line: writers hammer
+// tail/fill, readers head/available, and false sharing would serialise them.
+struct QueueCounters {
+    alignas(128) unsigned long long tail;  // next write position
+    alignas(128) unsigned long long head;  // next read position
+    alignas(128) int available;            // published and not claimed (may dip below 0 briefly)
+    alignas(128) unsigned int fill;        // reserved by writers and not released by readers
+};
+
+// Per-run statistics and flags of one queue, reset before each run.
+struct QueueRunCounters {
+    unsigned int max_fill;
+    unsigned int overflow;        // non-zero: an enqueue found the queue full
+    unsigned int started_blocks;  // worker blocks that began on this queue (dp controller)
+    unsigned int pad;
+};
+
+// Global per-run counters and flags, reset before each run.
+struct RunCounters {
+    alignas(128) unsigned long long pending;  // items enqueued and not completed
+    alignas(128) int running_blocks;          // worker blocks launched and not finished (dp)
+    alignas(128) unsigned int error;          // ErrorBits
+    unsigned int abort;                       // set by the host watchdog
+    unsigned long long kernel_launches;
+    unsigned long long blocks_launched;
+    unsigned long long rounds;
+    unsigned long long kernels_started;  // worker grids whose block 0 began (pending-launch accounting)
+};
+
+enum ErrorBits : unsigned int {
+    error_overflow = 1u << 0,
+    error_bad_bin = 1u << 1,
+    error_launch = 1u << 2,
+    error_abort = 1u << 3,
+};
+
+namespace detail {
+
+template <class T>
+using device_atomic = cuda::atomic_ref<T, cuda::thread_scope_device>;
+
+__device__ inline unsigned lane_id() { return threadIdx.x & 31u; }  // hardware lane, only for warp intrinsics
+__device__ inline unsigned lanemask_lt() {
+    unsigned m;
+    asm("mov.u32 %0, %%lanemask_lt;" : "=r"(m));
+    return m;
+}
+
+// Spin until the sequence word reaches `want`, backing off so that spinning
+// lanes do not steal issue slots from the lane they are waiting for.
+__device__ inline void wait_sequence(unsigned int* seq, unsigned int want) {
+    device_atomic<unsigned int> s(*seq);
+    unsigned ns = 8;
+    while (s.load(cuda::memory_order_acquire) != want) {
+        __nanosleep(ns);
+        ns = ns < 256 ? ns * 2 : 256;
+    }
+}
+
+}  // namespace detail
+
+// A queue of items of type T. Trivially copyable: it is passed to kernels.
+struct QueueView {
+    QueueCounters* counters = nullptr;
+    QueueRunCounters* run = nullptr;
+    unsigned int* sequence = nullptr;  // one word per slot
+    void* items = nullptr;             // capacity * payload size bytes
+    unsigned int capacity = 0;         // power of two
+    unsigned int procedure = 0;
+    unsigned int items_per_block = 0;
+    unsigned int threshold = 0;
+    unsigned int shared_bytes = 0;     // dynamic shared memory of a worker block on this queue
+
+    // Warp-aggregated enqueue by every active lane that calls it with the same
+    // queue: one lane reserves room for all of them. Returns false when the
+    // queue is full (nothing is written, the caller decides how to report it).
+    // `pending` (may be null) counts outstanding work for termination.
+    template <class T>
+    __device__ bool try_enqueue(const T& item, unsigned long long* pending) const {
+        const unsigned active = __activemask();
+        // Lanes of one warp may target different queues (a different QueueView
+        // object each), so aggregate only lanes whose queue is the same.
+        const unsigned peers = __match_any_sync(active, reinterpret_cast<unsigned long long>(counters));
+        const unsigned leader = __ffs(peers) - 1;
+        const unsigned count = __popc(peers);
+        const unsigned rank = __popc(peers & detail::lanemask_lt());
+        unsigned long long base = 0;
+        int ok = 0;
+        if (detail::lane_id() == leader) {
+            const unsigned old = atomicAdd(&counters->fill, count);
+            if (old + count > capacity) {
+                atomicSub(&counters->fill, count);
+            } else {
+                ok = 1;
+                atomicMax(&run->max_fill, old + count);
+                // pending goes up before the item can be seen, so that a reader
+                // that completes it can never drive pending to zero too early.
+                if (pending != nullptr) atomicAdd(pending, static_cast<unsigned long long>(count));
+                base = atomicAdd(&counters->tail, static_cast<unsigned long long>(count));
+            }
+        }
+        ok = __shfl_sync(peers, ok, leader);
+        if (!ok) return false;
+        base = __shfl_sync(peers, base, leader);
+        const unsigned long long pos = base + rank;
+        const unsigned slot = static_cast<unsigned>(pos) & (capacity - 1);
+        unsigned int* seq = sequence + slot;
+        detail::wait_sequence(seq, static_cast<unsigned>(pos));
+        static_cast<T*>(items)[slot] = item;
+        detail::device_atomic<unsigned int>(*seq).store(static_cast<unsigned>(pos) + 1u, cuda::memory_order_release);
+        __syncwarp(peers);
+        if (detail::lane_id() == leader) atomicAdd(&counters->available, static_cast<int>(count));
+        return true;
+    }
+
+    // Claims up to `want` published items; one thread calls it. Returns the
+    // count and sets `first` to the first position. Exact: the sum of claims
+    // never exceeds the published items (see the file comment).
+    __device__ unsigned claim(unsigned want, unsigned long long& first) const {
+        detail::device_atomic<int> avail(counters->available);
+        if (avail.load(cuda::memory_order_relaxed) <= 0) return 0;
+        const int old = atomicSub(&counters->available, static_cast<int>(want));
+        const int got = old <= 0 ? 0 : (old < static_cast<int>(want) ? old : static_cast<int>(want));
+        if (got < static_cast<int>(want)) atomicAdd(&counters->available, static_cast<int>(want) - got);
+        if (got == 0) return 0;
+        first = atomicAdd(&counters->head, static_cast<unsigned long long>(got));
+        return static_cast<unsigned>(got);
+    }
+
+    // Reads the item at a claimed position (any number of threads may read it).
+    template <class T>
+    __device__ T read(unsigned long long pos) const {
+        const unsigned slot = static_cast<unsigned>(pos) & (capacity - 1);
+        detail::wait_sequence(sequence + slot, static_cast<unsigned>(pos) + 1u);
+        return static_cast<const T*>(items)[slot];
+    }
+
+    // Releases the slot of a claimed position once every reader has copied it.
+    __device__ void release(unsigned long long pos) const {
+        const unsigned slot = static_cast<unsigned>(pos) & (capacity - 1);
+        detail::device_atomic<unsigned int>(sequence[slot])
+            .store(static_cast<unsigned>(pos) + capacity, cuda::memory_order_release);
+    }
+    // After all slots of a claim are released: make room for writers.
+    __device__ void release_room(unsigned count) const { atomicSub(&counters->fill, count); }
+
+    __device__ int available_relaxed() const {
+        return detail::device_atomic<int>(counters->available).load(cuda::memory_order_relaxed);
+    }
+    __device__ unsigned fill_relaxed() const {
+        return detail::device_atomic<unsigned>(counters->fill).load(cuda::memory_order_relaxed);
+    }
+};
+
+// Re-initialises a queue (sequence words, counters): after errors, or once after allocation.
+// A template so that every translation unit may instantiate it (no ODR clash
+// between relocatable objects).
+template <int = 0>
+__global__ void reinit_queue_kernel(QueueView q) {
+    const unsigned stride = gridDim.x * blockDim.x;
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < q.capacity; i += stride) q.sequence[i] = i;
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        q.counters->tail = 0;
+        q.counters->head = 0;
+        q.counters->available = 0;
+        q.counters->fill = 0;
+    }
+}
+
+}  // namespace hisparse::runtime

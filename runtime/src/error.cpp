@@ -1,0 +1,19 @@
+#include "hisparse/runtime/error.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+#include "hisparse/runtime/log.hpp"
+
+namespace hisparse::runtime::detail {
+
+void throw_cuda_error(int code, const char* call, std::source_location where) {
+    const auto e = static_cast<cudaError_t>(code);
+    std::string message = std::string(call) + " failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) +
+                          ") at " + where.file_name() + ":" + std::to_string(where.line());
+    log::error(message);
+    throw CudaError(code, message);
+}
+
+}  // namespace hisparse::runtime::detail
