@@ -28,6 +28,19 @@ void check_extension(const std::filesystem::path& file, const char* what) {
     throw UsageError(std::string(what) + " '" + file.string() + "' must end in .mtx or .hsp");
 }
 
+CLI::Validator node_size_validator() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        try {
+          checked_log2_node_size(static_cast<std::uint32_t>(std::stoul(s)));
+          return {};
+        } catch (const std::exception&) {
+          return "node size must be a power of two in [2, 256], not '" + s + "'";
+        }
+      },
+      "POW2 in [2,256]");
+}
+
 Precision parse_precision(const std::string& s) {
   if (s == "f32") return Precision::f32;
   if (s == "f64") return Precision::f64;

@@ -6,6 +6,8 @@
 #include <string>
 #include <variant>
 
+#include <CLI/CLI.hpp>
+
 #include "hisparse/formats/matrix.hpp"
 
 namespace hisparse::cli {
@@ -31,5 +33,8 @@ template <class V>
 AnyMatrix as_precision(const Matrix<V>& m, Precision p, std::uint32_t node_size);
 
 void check_extension(const std::filesystem::path& file, const char* what);
+
+// CLI11 check for --node-size: a power of two in [2, 256] (else exit 2).
+CLI::Validator node_size_validator();
 
 }  // namespace hisparse::cli

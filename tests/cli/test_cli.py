@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""The hisparse command line against its contract (shared/design/cli.md):
+results on real and random matrices, exit codes, error messages, atomic output.
+Usage: test_cli.py HISPARSE_BINARY MATRICES_DIR"""
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import unittest
+
+EXE = None
+MATRICES = None
+
+
+def run(*args, ok=True):
+    p = subprocess.run([EXE, *map(str, args)], capture_output=True, text=True)
+    if ok and p.returncode != 0:
+        raise AssertionError(f"hisparse {' '.join(map(str, args))} failed ({p.returncode}):\n{p.stderr}")
+    return p
+
+
+def read_mtx(path):
+    """Minimal Matrix Market reader for checking (general coordinate or array)."""
+    with open(path) as f:
+        banner = f.readline().split()
+        lines = [l for l in f if l.strip() and not l.startswith("%")]
+    size = lines[0].split()
+    if banner[2] == "array":
+        return [float(l) for l in lines[1:]]
+    entries = {}
+    for l in lines[1:]:
+        r, c, v = l.split()
+        entries[(int(r) - 1, int(c) - 1)] = entries.get((int(r) - 1, int(c) - 1), 0.0) + float(v)
+    return int(size[0]), int(size[1]), entries
+
+
+def write_mtx(path, rows, cols, entries):
+    with open(path, "w") as f:
+        f.write("%%MatrixMarket matrix coordinate real general\n")
+        f.write(f"{rows} {cols} {len(entries)}\n")
+        for (r, c), v in entries:
+            f.write(f"{r + 1} {c + 1} {v!r}\n")
+
+
+def write_vec(path, values):
+    with open(path, "w") as f:
+        f.write("%%MatrixMarket matrix array real general\n")
+        f.write(f"{len(values)} 1\n")
+        for v in values:
+            f.write(f"{v!r}\n")
+
+
+class Cli(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = self.tmp.name
+        self.seed = random.randrange(1 << 30)
+        self.rng = random.Random(self.seed)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def random_matrix(self, rows, cols, nnz):
+        entries = [((self.rng.randrange(rows), self.rng.randrange(cols)), self.rng.uniform(-1, 1)) for _ in range(nnz)]
+        summed = {}
+        for rc, v in entries:
+            summed[rc] = summed.get(rc, 0.0) + v
+        return entries, summed
+
+    def test_info_json_on_real_matrices(self):
+        # young1c is complex; block_2000 counts from 0 and is rejected (see test_work_errors...).
+        names = sorted(n for n in os.listdir(MATRICES) if n.endswith(".mtx") and n not in ("young1c.mtx", "block_2000.mtx"))
+        self.assertGreater(len(names), 10)
+        for name in names:
+            j = json.loads(run("info", os.path.join(MATRICES, name), "--json").stdout)
+            for key in ("rows", "cols", "nnz", "value_type", "node_size", "depth", "nodes", "bytes", "bytes_per_nnz"):
+                self.assertIn(key, j, name)
+            self.assertEqual(j["node_size"], 128)
+            self.assertEqual(j["value_type"], "f64")
+            self.assertEqual(j["bytes"]["coo"], j["nnz"] * 16, name)
+            self.assertEqual(j["bytes"]["csr"], (j["rows"] + 1) * 4 + j["nnz"] * 12, name)
+            self.assertEqual(set(j["nodes"]), {"inner", "leaf", "dense", "coo1", "coo2", "coo4"})
+        j = json.loads(run("info", os.path.join(MATRICES, "jazz.mtx"), "--json", "--node-size", "16", "--precision", "f32").stdout)
+        self.assertEqual((j["rows"], j["nnz"], j["node_size"], j["value_type"]), (198, 5484, 16, "f32"))
+        self.assertIn("HiSparse", run("info", os.path.join(MATRICES, "jazz.mtx")).stdout)
+
+    def test_convert_round_trip(self):
+        entries, summed = self.random_matrix(300, 200, 2000)
+        write_mtx(self.path("a.mtx"), 300, 200, entries)
+        for prec in ("f64", "f32"):
+            run("convert", self.path("a.mtx"), self.path("a.hsp"), "--node-size", "16", "--precision", prec)
+            run("convert", self.path("a.hsp"), self.path("b.mtx"))
+            rows, cols, back = read_mtx(self.path("b.mtx"))
+            self.assertEqual((rows, cols), (300, 200))
+            self.assertEqual(set(back), set(summed), f"seed {self.seed}")
+            tol = 1e-6 if prec == "f32" else 1e-15
+            for rc, v in summed.items():
+                self.assertAlmostEqual(back[rc], v, delta=tol * (1 + abs(v)), msg=f"seed {self.seed}")
+        j = json.loads(run("info", self.path("a.hsp"), "--json").stdout)
+        self.assertEqual((j["node_size"], j["value_type"]), (16, "f32"))
+
+    def check_spmv(self, transpose, alpha, beta, device="host"):
+        rows, cols = 120, 70
+        entries, summed = self.random_matrix(rows, cols, 900)
+        write_mtx(self.path("a.mtx"), rows, cols, entries)
+        orows, ocols = (cols, rows) if transpose else (rows, cols)
+        x = [self.rng.uniform(-1, 1) for _ in range(ocols)]
+        y0 = [self.rng.uniform(-1, 1) for _ in range(orows)]
+        write_vec(self.path("x.mtx"), x)
+        write_vec(self.path("y0.mtx"), y0)
+        args = ["spmv", self.path("a.mtx"), "--x", self.path("x.mtx"), "--out", self.path("y.mtx"),
+                "--alpha", alpha, "--device", device]
+        if transpose:
+            args.append("--transpose")
+        if beta != 0:
+            args += ["--beta", beta, "--y", self.path("y0.mtx")]
+        run(*args)
+        y = read_mtx(self.path("y.mtx"))
+        want = [beta * v if beta != 0 else 0.0 for v in y0]
+        for (r, c), v in summed.items():
+            if transpose:
+                r, c = c, r
+            want[r] += alpha * v * x[c]
+        self.assertEqual(len(y), orows)
+        for got, w in zip(y, want):
+            self.assertAlmostEqual(got, w, delta=1e-12 * (1 + abs(w)), msg=f"seed {self.seed}")
+
+    def test_spmv_host(self):
+        self.check_spmv(False, 1.0, 0.0)
+        self.check_spmv(True, 2.5, 0.0)
+        self.check_spmv(False, -1.0, 0.5)
+        self.check_spmv(True, 0.5, -2.0)
+
+    def test_add_host(self):
+        ea, sa = self.random_matrix(50, 80, 400)
+        eb, sb = self.random_matrix(80, 50, 300)
+        write_mtx(self.path("a.mtx"), 50, 80, ea)
+        write_mtx(self.path("b.mtx"), 80, 50, eb)
+        run("convert", self.path("b.mtx"), self.path("b.hsp"), "--node-size", "8")
+        run("add", self.path("a.mtx"), self.path("b.hsp"), self.path("c.mtx"), "--transpose-b",
+            "--alpha", 2, "--beta", -1, "--device", "host")
+        rows, cols, c = read_mtx(self.path("c.mtx"))
+        self.assertEqual((rows, cols), (50, 80))
+        want = {rc: 2 * v for rc, v in sa.items()}
+        for (r, cc), v in sb.items():
+            want[(cc, r)] = want.get((cc, r), 0.0) - v
+        self.assertEqual(set(c), set(want), f"seed {self.seed}")
+        for rc, v in want.items():
+            self.assertAlmostEqual(c[rc], v, delta=1e-12, msg=f"seed {self.seed}")
+
+    def test_usage_errors_exit_2(self):
+        self.assertEqual(run(ok=False).returncode, 2)
+        self.assertEqual(run("frobnicate", ok=False).returncode, 2)
+        self.assertEqual(run("info", ok=False).returncode, 2)
+        self.assertEqual(run("info", "x.mtx", "--bogus", ok=False).returncode, 2)
+        self.assertEqual(run("info", os.path.join(MATRICES, "jazz.mtx"), "--node-size", "3", ok=False).returncode, 2)
+        self.assertEqual(run("convert", os.path.join(MATRICES, "jazz.mtx"), self.path("out.txt"), ok=False).returncode, 2)
+        write_vec(self.path("x.mtx"), [1.0] * 198)
+        p = run("spmv", os.path.join(MATRICES, "jazz.mtx"), "--x", self.path("x.mtx"), "--out", self.path("y.mtx"),
+                "--beta", "2", ok=False)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertEqual(run("spmv", os.path.join(MATRICES, "jazz.mtx"), "--x", self.path("x.mtx"), "--out",
+                             self.path("y.mtx"), "--device", "tpu", ok=False).returncode, 2)
+        self.assertEqual(run("--help").returncode, 0)
+
+    def test_work_errors_exit_1_with_file_and_line(self):
+        p = run("info", self.path("missing.mtx"), ok=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("missing.mtx", p.stderr)
+        with open(self.path("bad.mtx"), "w") as f:
+            f.write("%%MatrixMarket matrix coordinate real general\n% c\n3 3 2\n1 1 1.0\n4 1 2.0\n")
+        p = run("info", self.path("bad.mtx"), ok=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("bad.mtx:5", p.stderr)
+        self.assertEqual(p.stderr.count("\n"), 1, "one clear message")
+        p = run("info", os.path.join(MATRICES, "block_2000.mtx"), ok=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("block_2000.mtx:54: column index 0 out of range", p.stderr)
+        p = run("info", os.path.join(MATRICES, "young1c.mtx"), ok=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("complex", p.stderr)
+        with open(self.path("bad.hsp"), "wb") as f:
+            f.write(b"HISPARSE" + b"\0" * 20)
+        p = run("info", self.path("bad.hsp"), ok=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("bad.hsp", p.stderr)
+        write_vec(self.path("x.mtx"), [1.0] * 5)
+        p = run("spmv", os.path.join(MATRICES, "jazz.mtx"), "--x", self.path("x.mtx"), "--out", self.path("y.mtx"),
+                "--device", "host", ok=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("x.mtx", p.stderr)
+        self.assertFalse(os.path.exists(self.path("y.mtx")))
+
+    def test_output_is_atomic(self):
+        target = self.path("keep.hsp")
+        run("convert", os.path.join(MATRICES, "jazz.mtx"), target)
+        before = open(target, "rb").read()
+        with open(self.path("trunc.mtx"), "w") as f:
+            f.write("%%MatrixMarket matrix coordinate real general\n3 3 3\n1 1 1.0\n")
+        self.assertEqual(run("convert", self.path("trunc.mtx"), target, ok=False).returncode, 1)
+        self.assertEqual(open(target, "rb").read(), before, "a failed convert must leave OUT untouched")
+        p = run("convert", os.path.join(MATRICES, "jazz.mtx"), os.path.join(self.dir, "no", "such", "dir.hsp"), ok=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertEqual([n for n in os.listdir(self.dir) if ".tmp" in n], [], "no temporary files left behind")
+
+    def test_demo(self):
+        p = run("demo", "--grid", "64", "--device", "host")
+        self.assertIn("HiSparse / CSR", p.stdout)
+        self.assertEqual(p.stdout.count(" ok"), 2, p.stdout)
+
+
+if __name__ == "__main__":
+    EXE, MATRICES = sys.argv[1], sys.argv[2]
+    unittest.main(argv=[sys.argv[0], "-v"])
