@@ -1,0 +1,98 @@
+#pragma once
+// A HiSparse matrix on the GPU: the node pool in device memory (owned,
+// move-only, freed on destruction) plus the same state as on the host
+// (transpose flag, scale), which changes in O(1). Host code only needs
+// cuda_runtime.h to use it; kernels receive a DeviceMatrixRef by value.
+#include <cuda_runtime.h>
+
+#include <filesystem>
+#include <string>
+
+#include "hisparse/formats/matrix.hpp"
+
+namespace hisparse {
+
+// Throws hisparse::Error naming the call when a CUDA call fails.
+void cuda_check(cudaError_t err, const char* what);
+
+// Everything a kernel needs to walk the matrix: trivially copyable.
+template <class V>
+struct DeviceMatrixRef {
+  const std::byte* pool;
+  index_t rows, cols;  // of the content
+  NodeRef root;
+  std::uint32_t log2_node_size;
+  std::uint32_t depth;
+  bool transposed;
+  V scale;
+};
+
+// Device memory owned by one object (cudaMalloc / cudaFree).
+class DeviceBytes {
+ public:
+  DeviceBytes() = default;
+  explicit DeviceBytes(std::size_t bytes);
+  DeviceBytes(DeviceBytes&& o) noexcept : ptr_(o.ptr_), size_(o.size_) { o.ptr_ = nullptr; o.size_ = 0; }
+  DeviceBytes& operator=(DeviceBytes&& o) noexcept;
+  DeviceBytes(const DeviceBytes&) = delete;
+  DeviceBytes& operator=(const DeviceBytes&) = delete;
+  ~DeviceBytes();
+  [[nodiscard]] void* get() const { return ptr_; }
+  [[nodiscard]] std::size_t size() const { return size_; }
+  template <class T>
+  [[nodiscard]] T* as() const { return static_cast<T*>(ptr_); }
+
+ private:
+  void* ptr_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+template <class V>
+class DeviceMatrix {
+ public:
+  using value_type = V;
+
+  DeviceMatrix() = default;
+  // Uploads content and state (synchronously on `stream`).
+  explicit DeviceMatrix(const Matrix<V>& host, cudaStream_t stream = nullptr);
+  // Loads an .hsp file (validated) and uploads it.
+  static DeviceMatrix load(const std::filesystem::path& file, cudaStream_t stream = nullptr);
+
+  DeviceMatrix(DeviceMatrix&&) noexcept = default;
+  DeviceMatrix& operator=(DeviceMatrix&&) noexcept = default;
+
+  // Content and state back on the host.
+  [[nodiscard]] Matrix<V> download(cudaStream_t stream = nullptr) const;
+
+  [[nodiscard]] index_t rows() const { return transposed_ ? shape_.cols : shape_.rows; }
+  [[nodiscard]] index_t cols() const { return transposed_ ? shape_.rows : shape_.cols; }
+  [[nodiscard]] std::uint64_t nnz() const { return nnz_; }
+  [[nodiscard]] const Shape& shape() const { return shape_; }
+  [[nodiscard]] std::uint64_t pool_bytes() const { return pool_.size(); }
+  [[nodiscard]] const std::byte* pool() const { return pool_.as<const std::byte>(); }
+  [[nodiscard]] NodeRef root() const { return root_; }
+  [[nodiscard]] bool transposed() const { return transposed_; }
+  [[nodiscard]] V scale() const { return scale_; }
+
+  // O(1) state changes: nothing on the device moves.
+  void transpose() { transposed_ = !transposed_; }
+  void scale_by(V s) { scale_ *= s; }
+  void set_state(bool transposed, V scale) { transposed_ = transposed; scale_ = scale; }
+
+  [[nodiscard]] DeviceMatrixRef<V> ref() const {
+    return {pool(), shape_.rows, shape_.cols, root_, shape_.log2_node_size, shape_.depth, transposed_, scale_};
+  }
+
+  // Takes ownership of a pool already in device memory (GPU copy/materialize).
+  static DeviceMatrix adopt(DeviceBytes pool, Shape shape, std::uint64_t nnz, NodeRef root, bool transposed, V scale);
+
+ private:
+  DeviceBytes pool_;
+  Shape shape_{};
+  std::uint64_t nnz_ = 0;
+  NodeRef root_ = null_ref;
+  bool transposed_ = false;
+  V scale_ = V(1);
+};
+
+}  // namespace hisparse

@@ -1,0 +1,78 @@
+#include "hisparse/formats/device_matrix.hpp"
+
+#include <complex>
+#include <cstring>
+
+#include "hisparse/formats/hsp_file.hpp"
+
+namespace hisparse {
+
+void cuda_check(cudaError_t err, const char* what) {
+  if (err != cudaSuccess)
+    throw Error(std::string("CUDA error in ") + what + ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
+}
+
+DeviceBytes::DeviceBytes(std::size_t bytes) : size_(bytes) {
+  if (bytes) cuda_check(cudaMalloc(&ptr_, bytes), "cudaMalloc");
+}
+DeviceBytes& DeviceBytes::operator=(DeviceBytes&& o) noexcept {
+  if (this != &o) {
+    if (ptr_) cudaFree(ptr_);
+    ptr_ = o.ptr_;
+    size_ = o.size_;
+    o.ptr_ = nullptr;
+    o.size_ = 0;
+  }
+  return *this;
+}
+DeviceBytes::~DeviceBytes() {
+  if (ptr_) cudaFree(ptr_);
+}
+
+template <class V>
+DeviceMatrix<V>::DeviceMatrix(const Matrix<V>& host, cudaStream_t stream)
+    : pool_(host.pool_bytes()),
+      shape_(host.content().shape),
+      nnz_(host.nnz()),
+      root_(host.content().root()),
+      transposed_(host.transposed()),
+      scale_(host.scale()) {
+  cuda_check(cudaMemcpyAsync(pool_.get(), host.content().pool.data(), host.pool_bytes(), cudaMemcpyHostToDevice, stream),
+             "cudaMemcpyAsync(pool upload)");
+  cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(pool upload)");
+}
+
+template <class V>
+DeviceMatrix<V> DeviceMatrix<V>::load(const std::filesystem::path& file, cudaStream_t stream) {
+  return DeviceMatrix(load_hsp<V>(file), stream);
+}
+
+template <class V>
+Matrix<V> DeviceMatrix<V>::download(cudaStream_t stream) const {
+  auto c = std::make_shared<Content<V>>();
+  c->shape = shape_;
+  c->nnz = nnz_;
+  c->pool = AlignedBuffer(pool_.size());
+  cuda_check(cudaMemcpyAsync(c->pool.data(), pool_.get(), pool_.size(), cudaMemcpyDeviceToHost, stream),
+             "cudaMemcpyAsync(pool download)");
+  cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(pool download)");
+  return Matrix<V>(std::move(c), transposed_, scale_);
+}
+
+template <class V>
+DeviceMatrix<V> DeviceMatrix<V>::adopt(DeviceBytes pool, Shape shape, std::uint64_t nnz, NodeRef root, bool transposed,
+                                       V scale) {
+  DeviceMatrix m;
+  m.pool_ = std::move(pool);
+  m.shape_ = shape;
+  m.nnz_ = nnz;
+  m.root_ = root;
+  m.transposed_ = transposed;
+  m.scale_ = scale;
+  return m;
+}
+
+template class DeviceMatrix<float>;
+template class DeviceMatrix<double>;
+
+}  // namespace hisparse

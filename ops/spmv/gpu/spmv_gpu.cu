@@ -1,0 +1,193 @@
+// Dispatch layer of the GPU SpMV: the runtime setup for SpMV's procedures,
+// plan building (recording the leaves once) and the plan's launch.
+#include <chrono>
+#include <string>
+
+#include "hisparse/ops/spmv_gpu.hpp"
+#include "hisparse/runtime/runtime.cuh"
+#include "spmv_procedures.cuh"
+
+namespace hisparse::ops {
+namespace {
+
+using namespace spmv_gpu;
+
+template <class V>
+using Setup = runtime::QueueSetup<256, runtime::ProcedureQueues<InnerProcedure<V>>,
+                                  runtime::ProcedureQueues<LeafOne<V>>, runtime::ProcedureQueues<LeafSmall<V>>,
+                                  runtime::ProcedureQueues<LeafLarge<V>>, runtime::ProcedureQueues<LeafDense<V>>>;
+
+constexpr std::uint32_t plan_block = 256;
+
+// y = beta * y, with beta == 0 writing zeros (NaN in y must not leak).
+template <class V>
+__global__ void scale_y(V* y, std::uint64_t n, V beta) {
+  for (std::uint64_t i = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; i < n; i += std::uint64_t{gridDim.x} * blockDim.x)
+    y[i] = beta == V(0) ? V(0) : beta * y[i];
+}
+
+// The recorded leaves of all bins in one launch: blocks [first[b], first[b+1])
+// serve bin b, each taking plan_block / threads-per-leaf leaves.
+struct PlanBins {
+  const NodeItem* items[leaf_bin_count];
+  std::uint64_t count[leaf_bin_count];
+  std::uint64_t first_block[leaf_bin_count + 1];
+};
+
+template <std::uint32_t Bin, class V>
+__device__ void plan_bin(const PlanBins& p, std::uint64_t block, const SpmvState<V>& st) {
+  constexpr std::uint32_t threads = leaf_threads<Bin>;
+  constexpr std::uint32_t per_block = plan_block / threads;
+  const std::uint64_t i = block * per_block + threadIdx.x / threads;
+  if (i < p.count[Bin]) run_leaf<V>(Bin, p.items[Bin][i], threadIdx.x % threads, threads, st);
+}
+
+template <class V>
+__global__ void __launch_bounds__(plan_block) run_plan(PlanBins p, SpmvState<V> st) {
+  const std::uint64_t b = blockIdx.x;
+  if (b < p.first_block[1]) plan_bin<bin_one>(p, b, st);
+  else if (b < p.first_block[2]) plan_bin<bin_small>(p, b - p.first_block[1], st);
+  else if (b < p.first_block[3]) plan_bin<bin_large>(p, b - p.first_block[2], st);
+  else plan_bin<bin_dense>(p, b - p.first_block[3], st);
+}
+
+template <class V>
+runtime::RuntimeConfig config_for(const DeviceMatrix<V>& a, runtime::Controller c) {
+  runtime::RuntimeConfig cfg;
+  cfg.controller = c;
+  // Every node occupies at least 16 bytes, so no queue ever holds more items
+  // than the pool has 16-byte slots.
+  const std::uint64_t bound = std::max<std::uint64_t>(1024, a.pool_bytes() / 16);
+  cfg.default_capacity = static_cast<std::uint32_t>(std::min<std::uint64_t>(bound, 1u << 30));
+  return cfg;
+}
+
+}  // namespace
+
+template <class V>
+struct GpuSpmv<V>::Impl {
+  const DeviceMatrix<V>* a;
+  SpmvOptions options;
+  cudaStream_t stream;
+  runtime::Runtime<Setup<V>, SpmvState<V>> rt;
+  DeviceBytes counts;  // leaf counts per bin (plan building)
+  DeviceBytes lists;   // recorded leaves, bins back to back
+  PlanBins plan{};
+  SpmvPlanStats stats;
+
+  Impl(const DeviceMatrix<V>& m, SpmvOptions o, cudaStream_t s)
+      : a(&m), options(o), stream(s), rt(config_for(m, o.controller), {}, s),
+        counts(sizeof(unsigned long long) * leaf_bin_count) {
+    if (m.root() != null_ref) rt.template seed<InnerProcedure<V>>(NodeItem{0, 0, m.root(), 0});
+    if (options.reuse_traversal) build_plan();
+  }
+
+  SpmvState<V> state(const V* x, V* y, V alpha) const {
+    SpmvState<V> st{};
+    st.pool = a->pool();
+    st.log2d = a->shape().log2_node_size;
+    st.depth = a->shape().depth;
+    st.transposed = a->transposed();
+    st.k = alpha * a->scale();
+    st.x = x;
+    st.y = y;
+    st.leaf_counts = counts.as<unsigned long long>();
+    return st;
+  }
+
+  // Two traversals through the runtime: one counts the leaves per bin, one
+  // records them into lists of exactly that size.
+  void build_plan() {
+    const auto t0 = std::chrono::steady_clock::now();
+    SpmvState<V> st = state(nullptr, nullptr, V(1));
+    st.record = true;
+    cuda_check(cudaMemsetAsync(counts.get(), 0, counts.size(), stream), "cudaMemsetAsync(leaf counts)");
+    rt.set_state(st);
+    if (a->root() != null_ref) rt.run();
+    unsigned long long n[leaf_bin_count];
+    cuda_check(cudaMemcpyAsync(n, counts.get(), sizeof(n), cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync(leaf counts)");
+    cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(leaf counts)");
+    std::uint64_t total = 0;
+    for (std::uint32_t b = 0; b < leaf_bin_count; ++b) total += n[b];
+    lists = DeviceBytes(std::max<std::uint64_t>(total, 1) * sizeof(NodeItem));
+    std::uint64_t offset = 0, blocks = 0;
+    for (std::uint32_t b = 0; b < leaf_bin_count; ++b) {
+      st.leaf_lists[b] = lists.as<NodeItem>() + offset;
+      plan.items[b] = st.leaf_lists[b];
+      plan.count[b] = n[b];
+      plan.first_block[b] = blocks;
+      const std::uint32_t threads = b == bin_one ? leaf_threads<bin_one>
+                                    : b == bin_small ? leaf_threads<bin_small>
+                                    : b == bin_large ? leaf_threads<bin_large>
+                                                     : leaf_threads<bin_dense>;
+      const std::uint32_t per_block = plan_block / threads;
+      blocks += (n[b] + per_block - 1) / per_block;
+      offset += n[b];
+      stats.leaves[b] = n[b];
+    }
+    plan.first_block[leaf_bin_count] = blocks;
+    cuda_check(cudaMemsetAsync(counts.get(), 0, counts.size(), stream), "cudaMemsetAsync(leaf counts)");
+    rt.set_state(st);
+    if (a->root() != null_ref) rt.run();
+    cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(plan)");
+    stats.traversal_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+  void operator()(const V* x, V* y, V alpha, V beta) {
+    const std::uint64_t rows = a->rows();
+    if (rows > 0) {
+      const auto grid = static_cast<unsigned>(std::min<std::uint64_t>((rows + 255) / 256, 65536));
+      scale_y<V><<<grid, 256, 0, stream>>>(y, rows, beta);
+      cuda_check(cudaGetLastError(), "launch of scale_y");
+    }
+    ++stats.runs;
+    if (a->root() == null_ref || alpha == V(0)) return;
+    SpmvState<V> st = state(x, y, alpha);
+    if (options.reuse_traversal) {
+      const std::uint64_t blocks = plan.first_block[leaf_bin_count];
+      if (blocks == 0) return;
+      if (blocks > 0x7fffffffu) throw Error("spmv: plan needs more than 2^31 blocks");
+      run_plan<V><<<static_cast<unsigned>(blocks), plan_block, 0, stream>>>(plan, st);
+      cuda_check(cudaGetLastError(), "launch of run_plan");
+      return;
+    }
+    rt.set_state(st);
+    rt.run();
+  }
+};
+
+template <class V>
+GpuSpmv<V>::GpuSpmv(const DeviceMatrix<V>& a, SpmvOptions options, cudaStream_t stream)
+    : impl_(std::make_unique<Impl>(a, options, stream)) {}
+template <class V>
+GpuSpmv<V>::~GpuSpmv() = default;
+template <class V>
+GpuSpmv<V>::GpuSpmv(GpuSpmv&&) noexcept = default;
+template <class V>
+GpuSpmv<V>& GpuSpmv<V>::operator=(GpuSpmv&&) noexcept = default;
+
+template <class V>
+void GpuSpmv<V>::operator()(const V* x, V* y, V alpha, V beta) {
+  (*impl_)(x, y, alpha, beta);
+}
+
+template <class V>
+const SpmvPlanStats& GpuSpmv<V>::stats() const {
+  return impl_->stats;
+}
+
+template <class V>
+void spmv(const DeviceMatrix<V>& a, const V* x, V* y, V alpha, V beta, SpmvOptions options, cudaStream_t stream) {
+  // One multiplication: recording the leaves would cost two extra traversals.
+  options.reuse_traversal = false;
+  GpuSpmv<V> plan(a, options, stream);
+  plan(x, y, alpha, beta);
+  cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(spmv)");
+}
+
+template class GpuSpmv<float>;
+template class GpuSpmv<double>;
+template void spmv(const DeviceMatrix<float>&, const float*, float*, float, float, SpmvOptions, cudaStream_t);
+template void spmv(const DeviceMatrix<double>&, const double*, double*, double, double, SpmvOptions, cudaStream_t);
+
+}  // namespace hisparse::ops

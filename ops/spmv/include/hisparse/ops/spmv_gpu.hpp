@@ -1,0 +1,59 @@
+#pragma once
+// Public entry point of the GPU SpMV: y = alpha * op(A) * x + beta * y on
+// device vectors, op and scale from the DeviceMatrix's state at call time.
+//
+// GpuSpmv is a reusable plan. With reuse_traversal (the default) its first
+// use walks the hierarchy once through the runtime and records the leaves per
+// bin; every call then runs the leaf procedures straight from those lists in
+// one launch, paying the traversal never again (iterative solvers). Without
+// it, every call is a full runtime run under the chosen controller (seed 004).
+// Plain C++: host code compiled without nvcc can use it.
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+
+#include "hisparse/formats/device_matrix.hpp"
+#include "hisparse/runtime/config.hpp"
+
+namespace hisparse::ops {
+
+struct SpmvOptions {
+  runtime::Controller controller = runtime::Controller::persistent;
+  bool reuse_traversal = true;
+};
+
+struct SpmvPlanStats {
+  std::array<std::uint64_t, 4> leaves{};  // COO1, small (<= 32), large, dense
+  double traversal_ms = 0;                 // plan building (two traversals), host clock
+  std::uint64_t runs = 0;
+};
+
+template <class V>
+class GpuSpmv {
+ public:
+  // Keeps a reference to `a`: it must outlive the plan; its state (transpose,
+  // scale) is read at every call, so transposing needs no new plan.
+  explicit GpuSpmv(const DeviceMatrix<V>& a, SpmvOptions options = {}, cudaStream_t stream = nullptr);
+  ~GpuSpmv();
+  GpuSpmv(GpuSpmv&&) noexcept;
+  GpuSpmv& operator=(GpuSpmv&&) noexcept;
+
+  // x has op(A).cols() entries, y op(A).rows(), both in device memory.
+  // Asynchronous on the plan's stream when the traversal is reused.
+  void operator()(const V* x, V* y, V alpha = V(1), V beta = V(0));
+
+  [[nodiscard]] const SpmvPlanStats& stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// One-shot convenience: builds a plan, runs it once, synchronizes.
+template <class V>
+void spmv(const DeviceMatrix<V>& a, const V* x, V* y, V alpha = V(1), V beta = V(0), SpmvOptions options = {},
+          cudaStream_t stream = nullptr);
+
+}  // namespace hisparse::ops

@@ -1,0 +1,175 @@
+// GPU SpMV against the host reference: every SuiteSparse matrix, random and
+// extreme matrices, N and T, alpha/beta (beta = 0 with y poisoned by NaN),
+// f32 and f64, every controller, with and without the recorded traversal.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+
+#include "hisparse/formats/builder.hpp"
+#include "hisparse/formats/device_matrix.hpp"
+#include "hisparse/formats/matrix_market.hpp"
+#include "hisparse/ops/spmv_gpu.hpp"
+#include "hisparse/ops/spmv_reference.hpp"
+#include "support/random_matrix.hpp"
+#include "support/test_seed.hpp"
+
+using namespace hisparse;
+using namespace hisparse::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+template <class V>
+struct DeviceVector {
+  DeviceBytes bytes;
+  std::size_t n;
+  explicit DeviceVector(const std::vector<V>& h) : bytes(std::max<std::size_t>(h.size(), 1) * sizeof(V)), n(h.size()) {
+    cuda_check(cudaMemcpy(bytes.get(), h.data(), n * sizeof(V), cudaMemcpyHostToDevice), "upload");
+  }
+  std::vector<V> get() const {
+    std::vector<V> h(n);
+    cuda_check(cudaMemcpy(h.data(), bytes.get(), n * sizeof(V), cudaMemcpyDeviceToHost), "download");
+    return h;
+  }
+  V* ptr() const { return bytes.as<V>(); }
+};
+
+// |alpha| * sum |scale a x| + |beta y| per row: the scale rounding errors live on.
+template <class V>
+std::vector<double> magnitude(const Matrix<V>& a, const std::vector<V>& x, const std::vector<V>& y, V alpha, V beta) {
+  std::vector<V> ax(x.size()), zero(y.size());
+  for (std::size_t i = 0; i < x.size(); ++i) ax[i] = std::abs(x[i]);
+  const Matrix<V> abs_a = a.scaled(a.scale() < V(0) ? V(-1) : V(1));
+  std::vector<double> m(y.size());
+  // Entries can be negative: bound by the reference on |A| via a second pass.
+  std::vector<V> out(y.size());
+  Coo<V> coo = to_coo(abs_a);
+  std::vector<double> acc(y.size(), 0.0);
+  for (std::size_t k = 0; k < coo.nnz(); ++k) acc[coo.row[k]] += std::abs(double(coo.val[k]) * double(x[coo.col[k]]));
+  for (std::size_t i = 0; i < y.size(); ++i)
+    m[i] = std::abs(double(alpha)) * acc[i] + (beta == V(0) ? 0.0 : std::abs(double(beta) * double(y[i])));
+  return m;
+}
+
+template <class V>
+void check(const Matrix<V>& host, ops::GpuSpmv<V>& plan, const DeviceMatrix<V>& dev, V alpha, V beta,
+           std::mt19937_64& rng, const std::string& what) {
+  SCOPED_TRACE(what + " alpha " + std::to_string(double(alpha)) + " beta " + std::to_string(double(beta)) +
+               (dev.transposed() ? " T" : " N"));
+  const Matrix<V> a = host.with_state(dev.transposed(), dev.scale());
+  std::vector<V> x(a.cols()), y(a.rows());
+  for (auto& v : x) v = random_value<V>(rng);
+  for (auto& v : y) v = beta == V(0) ? std::numeric_limits<V>::quiet_NaN() : random_value<V>(rng);
+  DeviceVector<V> dx(x), dy(y);
+  std::vector<V> ref = y;
+  ops::spmv_reference<V>(a, x, ref, alpha, beta);
+  const auto mag = magnitude(a, x, y, alpha, beta);
+  plan(dx.ptr(), dy.ptr(), alpha, beta);
+  cuda_check(cudaDeviceSynchronize(), "spmv");
+  const auto got = dy.get();
+  const double eps = std::is_same_v<V, float> ? 1e-5 : 1e-13;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_FALSE(std::isnan(double(got[i]))) << "row " << i << " is NaN";
+    ASSERT_NEAR(double(got[i]), double(ref[i]), eps * (mag[i] + 1e-30) + 1e-30) << "row " << i;
+  }
+}
+
+template <class V>
+void check_all_states(const Matrix<V>& host, ops::SpmvOptions opt, std::mt19937_64& rng, const std::string& what) {
+  DeviceMatrix<V> dev(host);
+  ops::GpuSpmv<V> plan(dev, opt);
+  for (bool t : {false, true}) {
+    check<V>(host, plan, dev, V(1), V(0), rng, what);
+    check<V>(host, plan, dev, V(2), V(0.5), rng, what);
+    dev.scale_by(V(-1.5));
+    check<V>(host, plan, dev, V(0.5), V(-1), rng, what + " scaled");
+    dev.scale_by(V(1) / V(-1.5));
+    dev.transpose();  // the same plan serves A^T: the state is read per call
+    (void)t;
+  }
+}
+
+std::vector<fs::path> real_matrices() {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(HISPARSE_MATRICES_DIR)) {
+    const auto n = e.path().filename().string();
+    if (e.path().extension() == ".mtx" && n != "block_2000.mtx" && n != "young1c.mtx") out.push_back(e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+TEST(SpmvGpu, EveryRealMatrix) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const auto files = real_matrices();
+  ASSERT_GE(files.size(), 20u);
+  for (const auto& f : files) {
+    check_all_states(build_matrix(read_matrix_market<double>(f)), {}, rng, f.filename().string() + " f64");
+    check_all_states(build_matrix(read_matrix_market<float>(f), 32), {}, rng, f.filename().string() + " f32 d32");
+  }
+}
+
+TEST(SpmvGpu, EveryControllerWithAndWithoutPlan) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  for (runtime::Controller c : runtime::all_controllers) {
+    for (bool reuse : {false, true}) {
+      const std::string cfg = std::string(runtime::to_string(c)) + (reuse ? " plan" : " runtime");
+      ops::SpmvOptions opt{c, reuse};
+      check_all_states(build_matrix(random_coo<double>(3000, 1700, 30000, rng), 16), opt, rng, cfg + " rect f64");
+      check_all_states(build_matrix(clustered_coo<float>(900, 900, 6, 200, 0.9, rng)), opt, rng, cfg + " clustered f32");
+      check_all_states(build_matrix(read_matrix_market<double>(fs::path(HISPARSE_MATRICES_DIR) / "rajat01.mtx")), opt,
+                       rng, cfg + " rajat01");
+    }
+  }
+}
+
+TEST(SpmvGpu, ExtremeShapes) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  for (bool reuse : {false, true}) {
+    ops::SpmvOptions opt{runtime::Controller::persistent, reuse};
+    check_all_states(build_matrix(Coo<double>{500, 300, {}, {}, {}}), opt, rng, "empty");
+    check_all_states(build_matrix(Coo<float>{1, 1, {0}, {0}, {3.0f}}), opt, rng, "1x1");
+    check_all_states(build_matrix(Coo<double>{100000, 70000, {99999}, {69999}, {2.0}}, 4), opt, rng, "one entry, depth 9");
+    Coo<float> dense{300, 260, {}, {}, {}};
+    for (index_t r = 0; r < 300; ++r)
+      for (index_t c = 0; c < 260; ++c) dense.push(r, c, random_value<float>(rng));
+    check_all_states(build_matrix(dense), opt, rng, "fully dense");
+    check_all_states(build_matrix(dense, 8), opt, rng, "fully dense d8");
+    // Extremely uneven: one full row, one full column, a sprinkle elsewhere.
+    Coo<double> uneven = random_coo<double>(20000, 20000, 2000, rng);
+    for (index_t k = 0; k < 20000; ++k) {
+      uneven.push(7, k, random_value<double>(rng));
+      uneven.push(k, 19999, random_value<double>(rng));
+    }
+    check_all_states(build_matrix(uneven), opt, rng, "uneven rows and columns");
+    check_all_states(build_matrix(random_coo<double>(40, 100000, 5000, rng), 256), opt, rng, "wide d256");
+    check_all_states(build_matrix(random_coo<float>(100000, 3, 5000, rng), 2), opt, rng, "tall d2");
+  }
+}
+
+TEST(SpmvGpu, DeviceMatrixRoundTrip) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const auto host = build_matrix(random_coo<float>(5000, 4000, 40000, rng)).transpose().scaled(2.0f);
+  DeviceMatrix<float> dev(host);
+  EXPECT_EQ(dev.rows(), 4000u);
+  EXPECT_TRUE(dev.transposed());
+  const auto back = dev.download();
+  ASSERT_EQ(back.pool_bytes(), host.pool_bytes());
+  EXPECT_EQ(0, std::memcmp(back.content().pool.data(), host.content().pool.data(), host.pool_bytes()));
+  EXPECT_EQ(back.scale(), 2.0f);
+  EXPECT_TRUE(back.transposed());
+  DeviceMatrix<float> moved = std::move(dev);
+  EXPECT_EQ(moved.nnz(), host.nnz());
+}
