@@ -33,7 +33,7 @@ double median(std::vector<double> v) {
 
 struct Row {
     rt::Controller controller;
-    double empty_us = 0, level_us = 0, tiny_items_per_s = 0, wide_items_per_s = 0;
+    double empty_us = 0, level_us = 0, launches_per_level = 0, tiny_items_per_s = 0, wide_items_per_s = 0;
 };
 
 template <class Setup, class State>
@@ -67,6 +67,7 @@ Row measure(rt::Controller controller, const Options& o, wl::Totals* totals) {
         const double chain_ms = timed_run(runtime, o.repeat);
         expect(runtime.stats().total_items() == o.levels, "chain length");
         row.level_us = (chain_ms * 1e3 - row.empty_us) / o.levels;
+        row.launches_per_level = static_cast<double>(runtime.stats().kernel_launches) / o.levels;
     }
     {
         rt::RuntimeConfig tcfg = cfg;
@@ -135,11 +136,12 @@ int main(int argc, char** argv) {
         std::printf("device: %s; chain %u levels, tree 8^%u leaves, wide 64 x 2^17; median of %u runs "
                     "(empty: of %u), host wall time per run()\n\n",
                     prop.name, o.levels, o.depth, o.repeat, o.empty_runs);
-        std::printf("| controller | empty run (us) | per dependent level (us) | tiny items/s | wide fan-out items/s |\n");
-        std::printf("| --- | --- | --- | --- | --- |\n");
+        std::printf("| controller | empty run (us) | per dependent level (us) | launches per level | tiny items/s | "
+                    "wide fan-out items/s |\n");
+        std::printf("| --- | --- | --- | --- | --- | --- |\n");
         for (const auto& r : rows)
-            std::printf("| %s | %.1f | %.2f | %.3g | %.3g |\n", std::string(rt::to_string(r.controller)).c_str(),
-                        r.empty_us, r.level_us, r.tiny_items_per_s, r.wide_items_per_s);
+            std::printf("| %s | %.1f | %.2f | %.2f | %.3g | %.3g |\n", std::string(rt::to_string(r.controller)).c_str(),
+                        r.empty_us, r.level_us, r.launches_per_level, r.tiny_items_per_s, r.wide_items_per_s);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "hisparse-rt-bench: %s\n", e.what());
         return 1;

@@ -113,7 +113,9 @@ ResolvedConfig resolve(const RuntimeConfig& config, const SetupDescription& setu
             rq.capacity = std::max<std::uint32_t>(32, std::bit_ceil(cap));
             rq.items_per_block = per_block;
             const std::uint32_t th = config.thresholds.empty() ? config.default_threshold : config.thresholds[q];
-            rq.threshold = th == 0 ? per_block : th;
+            // The default (one block's worth) is capped by the capacity; an
+            // explicit threshold above it could never be reached: an error.
+            rq.threshold = th == 0 ? std::min(per_block, rq.capacity) : th;
             if (rq.threshold > rq.capacity)
                 fail("queue '" + setup.queue_name(q) + "' threshold " + std::to_string(rq.threshold) +
                      " exceeds its capacity " + std::to_string(rq.capacity));

@@ -13,13 +13,26 @@ namespace hisparse::runtime {
 // Empty user state for setups that need none.
 struct NoState {};
 
+// Per-run counters of a setup, in one block of device memory. The last device
+// thread of a run copies it to host-mapped memory and zeroes it, so a run needs
+// neither a reset nor a copy-back operation of its own (empty-run latency).
+template <std::uint32_t Queues, std::size_t Procedures>
+struct RunBlock {
+    RunCounters counters;
+    QueueRunCounters queues[Queues];
+    unsigned long long items_done[Procedures];
+};
+
 // Everything the device side of one runtime needs, kept in device memory; the
 // kernels receive a pointer to it.
 template <class Setup, class State>
 struct DeviceState {
+    using RunBlockT = RunBlock<Setup::queue_count, Setup::procedure_count>;
     QueueView queues[Setup::queue_count];
     RunCounters* counters = nullptr;
     unsigned long long* items_done = nullptr;  // per procedure
+    RunBlockT* run_block = nullptr;
+    RunBlockT* result = nullptr;  // host-mapped
     State state{};
     unsigned block_size = 0;
     unsigned drain = 1;
@@ -33,6 +46,22 @@ __device__ inline bool should_stop(const RunCounters* c) {
     // error or abort: both are written rarely, a relaxed load is enough to notice soon.
     return device_atomic<const unsigned>(c->error).load(cuda::memory_order_relaxed) != 0u ||
            device_atomic<const unsigned>(c->abort).load(cuda::memory_order_relaxed) != 0u;
+}
+
+// Ends a run: one thread, after every other device thread of the run is done
+// (see the callers). Copies the run's counters to the host and zeroes them.
+template <class Setup, class State>
+__device__ void finish_run(const DeviceState<Setup, State>* ds) {
+    using RB = typename DeviceState<Setup, State>::RunBlockT;
+    static_assert(sizeof(RB) % sizeof(unsigned long long) == 0);
+    __threadfence();
+    auto* src = reinterpret_cast<volatile unsigned long long*>(ds->run_block);
+    auto* dst = reinterpret_cast<volatile unsigned long long*>(ds->result);
+    for (std::size_t i = 0; i < sizeof(RB) / sizeof(unsigned long long); ++i) {
+        dst[i] = src[i];
+        src[i] = 0ull;
+    }
+    __threadfence_system();
 }
 }  // namespace detail
 

@@ -25,12 +25,18 @@ __global__ void __launch_bounds__(Setup::block_size)
     __shared__ BatchClaim claim;
     const unsigned tid = threadIdx.x;
     const QueueView& view = ds->queues[queue];
-    if ((mode & worker_count_blocks) != 0u && tid == 0) {
-        atomicAdd(&view.run->started_blocks, 1u);
-        if (blockIdx.x == 0) atomicAdd(&ds->counters->kernels_started, 1ull);
-    }
+    bool first_claim = true;
     while (true) {
         claim_batch(ds, queue, tid, claim);
+        if (first_claim && (mode & worker_count_blocks) != 0u && tid == 0) {
+            // Counted as started only after its first claim: until then the
+            // controller counts this block's items as covered, so it does not
+            // launch a second block for an item this one is about to take.
+            __threadfence();
+            device_atomic<unsigned>(view.run->started_blocks).fetch_add(1u, cuda::memory_order_release);
+            if (blockIdx.x == 0) atomicAdd(&ds->counters->kernels_started, 1ull);
+        }
+        first_claim = false;
         __syncthreads();
         if (claim.count == 0) break;  // block-uniform
         run_batch<Setup, State, I>(ds, claim, dynamic_shared, tid);
@@ -90,10 +96,12 @@ __global__ void __launch_bounds__(32) dp_controller_kernel(const DeviceState<Set
             const unsigned q = lane + 32u * k;
             if (q >= queue_count) break;
             const QueueView& view = ds->queues[q];
+            // started first (acquire), then available: a block counted as
+            // started has already taken its items out of `available`.
+            const unsigned started =
+                device_atomic<unsigned>(view.run->started_blocks).load(cuda::memory_order_acquire);
             const int available = view.available_relaxed();
             if (available <= 0) continue;
-            const unsigned started =
-                device_atomic<unsigned>(view.run->started_blocks).load(cuda::memory_order_relaxed);
             const long long waiting = static_cast<long long>(launched_blocks[k] - started) * view.items_per_block;
             const long long uncovered = available - waiting;
             if (uncovered <= 0) continue;
@@ -138,7 +146,12 @@ __global__ void __launch_bounds__(32) dp_controller_kernel(const DeviceState<Set
         __nanosleep(backoff);
         backoff = backoff < 256 ? backoff * 2 : 256;
     }
-    if (lane == 0) counters->rounds = rounds;
+    if (lane == 0) {
+        counters->rounds = rounds;
+        // Every worker block has decremented running_blocks after its last
+        // write, and the controller is the last to touch the run's counters.
+        finish_run(ds);
+    }
 }
 
 // 2. Documented-safe device controller: a round launches workers for every
@@ -168,10 +181,16 @@ __global__ void __launch_bounds__(32) tail_controller_kernel(const DeviceState<S
             launched = true;
         }
     }
-    if (__any_sync(0xffffffffu, launched) && lane == 0) {
+    const bool any = __any_sync(0xffffffffu, launched);
+    if (lane == 0) {
         counters->rounds += 1;
-        tail_controller_kernel<Setup, State><<<1, 32, 0, cudaStreamTailLaunch>>>(ds);
-        launch_failed(ds, cudaGetLastError());
+        bool relaunched = false;
+        if (any) {
+            tail_controller_kernel<Setup, State><<<1, 32, 0, cudaStreamTailLaunch>>>(ds);
+            relaunched = !launch_failed(ds, cudaGetLastError());
+        }
+        // The last round: all earlier grids have completed (tail-launch order).
+        if (!relaunched) finish_run(ds);
     }
 }
 
@@ -213,8 +232,11 @@ __global__ void __launch_bounds__(Setup::block_size) persistent_kernel(const Dev
                 if (found) break;
                 if (device_atomic<unsigned long long>(counters->pending).load(cuda::memory_order_acquire) == 0ull)
                     break;
+                // Idle blocks back off far: with hundreds of them polling, one
+                // still looks within nanoseconds, and fewer loads on the hot
+                // counter lines keep the enqueue/claim atomics fast.
                 __nanosleep(backoff);
-                backoff = backoff < 512 ? backoff * 2 : 512;
+                backoff = backoff < 2048 ? backoff * 2 : 2048;
             }
         }
         __syncthreads();
@@ -222,6 +244,16 @@ __global__ void __launch_bounds__(Setup::block_size) persistent_kernel(const Dev
         dispatch_batch(ds, claim, dynamic_shared, tid, procedures);
         // run_batch ends with a barrier, so thread 0 may overwrite `claim` now.
     }
+    if (tid == 0) {
+        __threadfence();
+        if (atomicAdd(&counters->exited_blocks, 1u) == gridDim.x - 1) finish_run(ds);
+    }
+}
+
+// Ends a host-loop run (the device controllers end their runs themselves).
+template <class Setup, class State>
+__global__ void finish_kernel(const DeviceState<Setup, State>* ds) {
+    if (threadIdx.x == 0) finish_run(ds);
 }
 
 // Seeds: the host's items, copied to device memory, are enqueued through the

@@ -47,6 +47,8 @@ struct RunCounters {
     unsigned long long blocks_launched;
     unsigned long long rounds;
     unsigned long long kernels_started;  // worker grids whose block 0 began (pending-launch accounting)
+    unsigned int exited_blocks;          // persistent blocks that left (the last one finishes the run)
+    unsigned int pad;
 };
 
 enum ErrorBits : unsigned int {

@@ -115,7 +115,6 @@ public:
         const auto deadline = start + config_.watchdog;
         if (needs_reinit_) reinit_queues();
         if (state_dirty_) upload_state();
-        check(cudaMemsetAsync(run_block_.get(), 0, sizeof(RunBlock), stream_), "cudaMemsetAsync(run counters)");
         if (seeds_dirty_) upload_seeds();
         if (!seed_ranges_.empty()) {
             unsigned largest = 0;
@@ -145,11 +144,12 @@ public:
                 break;
             case Controller::host_loop:
                 host_loop(deadline, host_rounds, host_launches, host_blocks);
+                detail::finish_kernel<Setup, State><<<1, 32, 0, stream_>>>(device_state());
+                check(cudaGetLastError(), "launch of finish_kernel");
                 break;
         }
-        check(cudaMemcpyAsync(host_run_block_.get(), run_block_.get(), sizeof(RunBlock), cudaMemcpyDeviceToHost,
-                              stream_),
-              "cudaMemcpyAsync(run counters to host)");
+        // No copy-back: the run's last device thread wrote its counters to
+        // host_run_block_ (mapped memory) and zeroed them for the next run.
         check(cudaEventRecord(done_.get(), stream_), "cudaEventRecord(run end)");
         if (!wait_for(done_.get(), deadline)) abort_run("run");
         const RunBlock& rb = *host_run_block_.as<RunBlock>();
@@ -196,19 +196,19 @@ public:
     }
 
 private:
-    struct RunBlock {
-        RunCounters counters;
-        QueueRunCounters queues[queue_count];
-        unsigned long long items_done[procedure_count];
-    };
     using DeviceStateT = DeviceState<Setup, State>;
+    using RunBlock = typename DeviceStateT::RunBlockT;
 
     [[nodiscard]] const DeviceStateT* device_state() const { return device_state_.as<const DeviceStateT>(); }
 
     void allocate() {
         queue_counters_ = DeviceBuffer(sizeof(QueueCounters) * queue_count);
         run_block_ = DeviceBuffer(sizeof(RunBlock));
+        // Page-locked memory is mapped into the device's address space (unified
+        // addressing), so device code writes the run's results straight into it.
         host_run_block_ = PinnedBuffer(sizeof(RunBlock));
+        host_flags_ = PinnedBuffer(2 * sizeof(unsigned));
+        check(cudaMemset(run_block_.get(), 0, sizeof(RunBlock)), "cudaMemset(run counters)");
         host_counters_ = PinnedBuffer(sizeof(QueueCounters) * queue_count);
         device_state_ = DeviceBuffer(sizeof(DeviceStateT));
         host_state_ = PinnedBuffer(sizeof(DeviceStateT));
@@ -251,6 +251,8 @@ private:
         }
         ds->counters = &run_block_.as<RunBlock>()->counters;
         ds->items_done = run_block_.as<RunBlock>()->items_done;
+        ds->run_block = run_block_.as<RunBlock>();
+        ds->result = host_run_block_.as<RunBlock>();
         ds->state = state_;
         ds->block_size = config_.block_size;
         ds->drain = config_.drain ? 1u : 0u;
@@ -285,6 +287,7 @@ private:
     void reinit_queues() {
         if (state_dirty_) upload_state();
         const auto* ds = host_state_.as<DeviceStateT>();
+        check(cudaMemsetAsync(run_block_.get(), 0, sizeof(RunBlock), stream_), "cudaMemsetAsync(run counters)");
         for (std::uint32_t q = 0; q < queue_count; ++q) {
             const unsigned blocks = std::min(1024u, (config_.queues[q].capacity + 255u) / 256u);
             reinit_queue_kernel<><<<blocks, 256, 0, stream_>>>(ds->queues[q]);
@@ -298,18 +301,21 @@ private:
     void host_loop(std::chrono::steady_clock::time_point deadline, std::uint64_t& rounds, std::uint64_t& launches,
                    std::uint64_t& blocks_total) {
         auto* snapshot = host_counters_.as<QueueCounters>();
-        auto* rb = host_run_block_.as<RunBlock>();
+        auto* flags = host_flags_.as<unsigned>();
         constexpr auto procedures = std::make_index_sequence<procedure_count>{};
         while (true) {
+            // Rounds are short, so the deadline is checked here and not only
+            // while waiting for one of them.
+            if (std::chrono::steady_clock::now() > deadline) abort_run("host loop");
             check(cudaMemcpyAsync(snapshot, queue_counters_.get(), sizeof(QueueCounters) * queue_count,
                                   cudaMemcpyDeviceToHost, stream_),
                   "cudaMemcpyAsync(queue counters to host)");
-            check(cudaMemcpyAsync(&rb->counters.error, &run_block_.as<RunBlock>()->counters.error,
+            check(cudaMemcpyAsync(flags, &run_block_.as<RunBlock>()->counters.error,
                                   2 * sizeof(unsigned), cudaMemcpyDeviceToHost, stream_),
                   "cudaMemcpyAsync(error flags to host)");
             check(cudaEventRecord(done_.get(), stream_), "cudaEventRecord(host loop)");
             if (!wait_for(done_.get(), deadline)) abort_run("host loop");
-            if (rb->counters.error != 0u) return;  // reported by check_errors
+            if (flags[0] != 0u || flags[1] != 0u) return;  // error or abort: reported by check_errors
             ++rounds;
             bool any = false;
             for (std::uint32_t q = 0; q < queue_count; ++q) {
@@ -337,7 +343,11 @@ private:
               "cudaMemcpyAsync(abort flag)");
         const std::string limit = std::to_string(config_.watchdog.count()) + " ms";
         check(cudaEventRecord(done_.get(), stream_), "cudaEventRecord(after abort)");
-        if (!wait_for(done_.get(), std::chrono::steady_clock::now() + std::chrono::seconds(10))) {
+        const bool stopped = wait_for(done_.get(), std::chrono::steady_clock::now() + std::chrono::seconds(10));
+        // The flag must have landed before the re-initialisation of the next
+        // run clears it, or that run would start aborted.
+        check(cudaStreamSynchronize(abort_stream_.get()), "cudaStreamSynchronize(abort stream)");
+        if (!stopped) {
             log::error("watchdog: the device did not stop within 10 s of the abort request");
             throw WatchdogTimeout(std::string("watchdog: the ") + phase + " exceeded " + limit +
                                   " and the device did not stop after the abort request; the CUDA context is "
@@ -358,9 +368,10 @@ private:
             for (std::uint32_t q = 0; q < queue_count; ++q) {
                 if (rb.queues[q].overflow == 0u) continue;
                 if (first == queue_count) first = q;
-                if (!names.empty()) names += ", ";
-                names += "'" + description_.queue_name(q) + "' (queue " + std::to_string(q) + ", capacity " +
-                         std::to_string(config_.queues[q].capacity) + ")";
+                if (!names.empty()) names.append(", ");
+                names.append("'").append(description_.queue_name(q)).append("' (queue ");
+                names.append(std::to_string(q)).append(", capacity ");
+                names.append(std::to_string(config_.queues[q].capacity)).append(")");
             }
             if (first == queue_count) first = 0;
             const std::string message = "queue overflow: " + names +
@@ -399,6 +410,7 @@ private:
     DeviceBuffer device_state_;
     std::vector<DeviceBuffer> storage_;
     PinnedBuffer host_run_block_;
+    PinnedBuffer host_flags_;
     PinnedBuffer host_counters_;
     PinnedBuffer host_state_;
     PinnedBuffer abort_flag_;

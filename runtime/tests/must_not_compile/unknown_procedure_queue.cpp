@@ -1,0 +1,3 @@
+#include "common.hpp"
+using Setup = rt::QueueSetup<256, rt::ProcedureQueues<A>>;
+int main() { return static_cast<int>(Setup::queue_id<B>()); }
