@@ -160,7 +160,10 @@ constexpr SuiteSparseFile suitesparse_files[] = {
     {"young1c", 841, 841, 4089, MmField::complex, MmSymmetry::general},
 };
 
-fs::path matrices_dir() { return fs::path(HISPARSE_MATRICES_DIR); }
+fs::path matrices_dir() {
+  if (const char* env = std::getenv("HISPARSE_MATRICES_DIR")) return env;
+  return fs::path(HISPARSE_MATRICES_DIR);
+}
 
 // Deliberately the slow obvious way (streams, strtod), sharing no code with
 // the reader under test, so the two can only agree by both being right.

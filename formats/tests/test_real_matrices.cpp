@@ -8,6 +8,7 @@
 #include "hisparse/formats/builder.hpp"
 #include "hisparse/formats/matrix_market.hpp"
 #include "hisparse/formats/validate.hpp"
+#include "support/matrices_dir.hpp"
 #include "support/random_matrix.hpp"
 
 using namespace hisparse;
@@ -40,7 +41,7 @@ void round_trip(const fs::path& file) {
 }  // namespace
 
 TEST(RealMatrices, RoundTripEveryFile) {
-  const fs::path dir = HISPARSE_MATRICES_DIR;
+  const fs::path dir = hisparse::testing::matrices_dir();
   ASSERT_TRUE(fs::is_directory(dir)) << dir;
   int files = 0;
   for (const auto& e : fs::directory_iterator(dir)) {

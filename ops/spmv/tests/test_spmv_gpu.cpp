@@ -12,6 +12,7 @@
 #include "hisparse/formats/matrix_market.hpp"
 #include "hisparse/ops/spmv_gpu.hpp"
 #include "hisparse/ops/spmv_reference.hpp"
+#include "support/matrices_dir.hpp"
 #include "support/random_matrix.hpp"
 #include "support/test_seed.hpp"
 
@@ -93,7 +94,7 @@ void check_all_states(const Matrix<V>& host, ops::SpmvOptions opt, std::mt19937_
 
 std::vector<fs::path> real_matrices() {
   std::vector<fs::path> out;
-  for (const auto& e : fs::directory_iterator(HISPARSE_MATRICES_DIR)) {
+  for (const auto& e : fs::directory_iterator(matrices_dir())) {
     const auto n = e.path().filename().string();
     if (e.path().extension() == ".mtx" && n != "block_2000.mtx" && n != "young1c.mtx") out.push_back(e.path());
   }
@@ -125,7 +126,7 @@ TEST(SpmvGpu, EveryControllerWithAndWithoutPlan) {
       ops::SpmvOptions opt{c, reuse};
       check_all_states(build_matrix(random_coo<double>(3000, 1700, 30000, rng), 16), opt, rng, cfg + " rect f64");
       check_all_states(build_matrix(clustered_coo<float>(900, 900, 6, 200, 0.9, rng)), opt, rng, cfg + " clustered f32");
-      check_all_states(build_matrix(read_matrix_market<double>(fs::path(HISPARSE_MATRICES_DIR) / "rajat01.mtx")), opt,
+      check_all_states(build_matrix(read_matrix_market<double>(matrices_dir() / "rajat01.mtx")), opt,
                        rng, cfg + " rajat01");
     }
   }

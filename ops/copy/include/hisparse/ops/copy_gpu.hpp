@@ -1,0 +1,33 @@
+#pragma once
+// GPU copies of a device matrix.
+//
+//  copy(a):               a deep copy. By default one device-to-device copy of
+//                         the pool (references are offsets, so a pool is
+//                         position independent): the fastest possible copy.
+//                         With `rebuild`, the tree is walked through the runtime
+//                         and every node is allocated anew from a fresh pool
+//                         (seed 004 section 6's allocator): the general path,
+//                         which also drops unreachable bytes.
+//  materialize(a):        the state written into the content on the GPU: each
+//                         node transposed in place of the flag (sparse nodes
+//                         re-sorted by a stable per-node counting sort), leaf
+//                         values scaled; the result's state is (false, 1).
+#include <cuda_runtime.h>
+
+#include "hisparse/formats/device_matrix.hpp"
+#include "hisparse/runtime/config.hpp"
+
+namespace hisparse::ops {
+
+struct CopyOptions {
+  bool rebuild = false;
+  runtime::Controller controller = runtime::Controller::persistent;
+};
+
+template <class V>
+DeviceMatrix<V> copy(const DeviceMatrix<V>& a, CopyOptions options = {}, cudaStream_t stream = nullptr);
+
+template <class V>
+DeviceMatrix<V> materialize(const DeviceMatrix<V>& a, CopyOptions options = {}, cudaStream_t stream = nullptr);
+
+}  // namespace hisparse::ops

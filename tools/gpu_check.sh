@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Runs the GPU test suites, the demo and (optionally) benchmarks on a machine
+# with a GPU, from a build folder made elsewhere and carried over together
+# with .devbuild/ (lib/: spdlog, fmt, xxhash; matrices/: the SuiteSparse set).
+# Usage: tools/gpu_check.sh BUILD_DIR [sanitize]
+set -u
+build=${1:-build}
+export LD_LIBRARY_PATH="$PWD/.devbuild/lib:${LD_LIBRARY_PATH:-}"
+export HISPARSE_MATRICES_DIR="$PWD/.devbuild/matrices"
+out=${OUT:-/tmp}
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+status=0
+for t in "$build"/ops/test-ops-gpu "$build"/runtime/tests/test-runtime-gpu; do
+  [ -x "$t" ] || continue
+  echo "== $t"
+  "$t" --gtest_brief=1 >"$out/$(basename "$t").log" 2>&1
+  rc=$?
+  tail -n 25 "$out/$(basename "$t").log"
+  echo "rc=$rc"
+  [ $rc -eq 0 ] || status=1
+done
+echo "== demo"
+"$build"/tools/hisparse demo --grid "${DEMO_GRID:-2048}" || status=1
+if [ "${2:-}" = sanitize ]; then
+  for tool in memcheck racecheck synccheck; do
+    echo "== compute-sanitizer --tool $tool (SpmvGpu.Extreme*)"
+    compute-sanitizer --tool "$tool" --error-exitcode 9 "$build"/ops/test-ops-gpu --gtest_filter='SpmvGpu.ExtremeShapes' --gtest_brief=1 2>&1 | tail -n 6
+  done
+fi
+exit $status
