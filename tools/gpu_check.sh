@@ -10,7 +10,7 @@ export HISPARSE_MATRICES_DIR="$PWD/.devbuild/matrices"
 out=${OUT:-/tmp}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 status=0
-for t in "$build"/ops/test-ops-gpu "$build"/runtime/tests/test-runtime-gpu; do
+for t in "$build"/ops/test-ops-gpu "$build"/runtime/tests/runtime-gpu-tests; do
   [ -x "$t" ] || continue
   echo "== $t"
   "$t" --gtest_brief=1 >"$out/$(basename "$t").log" 2>&1
