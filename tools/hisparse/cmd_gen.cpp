@@ -26,20 +26,26 @@ struct GenOptions {
 
 // Every parameter any kind takes; which ones a kind accepts is the library's
 // rule (gen::resolve), so the command line cannot drift from it.
-constexpr std::array<std::pair<const char*, const char*>, 13> param_options{{
-    {"n", "size: grid side (laplace2d, stencil3d7, stencil3d27, fem3d) or rows (the others)"},
-    {"scale", "rmat: 2^scale vertices"},
-    {"edge-factor", "rmat: edges per vertex"},
-    {"permute", "rmat: 1 relabels vertices at random (Graph500), 0 does not"},
-    {"cols", "uniform, tall: columns"},
-    {"per-row", "uniform: mean entries per row; tall: entries in every row"},
-    {"bandwidth", "banded, circuit: band half-width"},
-    {"lines", "circuit: dense rows (and as many dense columns)"},
-    {"fill", "circuit: fraction of a dense line present; special: of a cluster"},
-    {"cluster", "special: cluster side"},
-    {"spread", "special: largest column shift of a cluster from the diagonal"},
-    {"input", "kron: the Matrix Market file A of A (x) A"},
-    {"seed", "random kinds: seed (default 1)"},
+struct ParamOption {
+  const char* name;
+  const char* type;
+  const char* help;
+};
+
+constexpr std::array<ParamOption, 13> param_options{{
+    {"n", "UINT", "size: grid side (laplace2d, stencil3d7, stencil3d27, fem3d) or rows (the others)"},
+    {"scale", "UINT", "rmat: 2^scale vertices"},
+    {"edge-factor", "UINT", "rmat: edges per vertex"},
+    {"permute", "0|1", "rmat: 1 relabels vertices at random (Graph500), 0 does not"},
+    {"cols", "UINT", "uniform, tall: columns"},
+    {"per-row", "UINT", "uniform: mean entries per row; tall: entries in every row"},
+    {"bandwidth", "UINT", "banded, circuit: band half-width"},
+    {"lines", "UINT", "circuit: dense rows (and as many dense columns)"},
+    {"fill", "REAL", "circuit: fraction of a dense line present; special: of a cluster"},
+    {"cluster", "UINT", "special: cluster side"},
+    {"spread", "UINT", "special: largest column shift of a cluster from the diagonal"},
+    {"input", "FILE", "kron: the Matrix Market file A of A (x) A"},
+    {"seed", "UINT", "random kinds: seed (default 1)"},
 }};
 
 template <class V>
@@ -79,14 +85,15 @@ void add_gen_command(CLI::App& app) {
   auto* sub = app.add_subcommand("gen", "write a synthetic matrix (deterministic for its options and --seed)");
   sub->add_option("KIND", opt->kind, "matrix kind (listed below)")->required();
   sub->add_option("OUT", opt->out, "output matrix: .mtx (streamed) or .hsp, written atomically")->required();
-  for (const auto& [name, help] : param_options) {
+  for (const ParamOption& p : param_options) {
     sub->add_option_function<std::string>(
-        std::string("--") + name, [opt, name = std::string(name)](const std::string& v) { opt->params[name] = v; },
-        help);
+           std::string("--") + p.name,
+           [opt, name = std::string(p.name)](const std::string& v) { opt->params[name] = v; }, p.help)
+        ->type_name(p.type);
   }
   sub->add_option("--node-size", opt->node_size, ".hsp output: node size d, a power of two in [2, 256] (128)")
       ->check(node_size_validator());
-  sub->add_option("--precision", opt->precision, "f32 or f64 values (default f64)");
+  sub->add_option("--precision", opt->precision, "f32 or f64 values (default f64)")->type_name("f32|f64");
   sub->footer(gen::kind_help());
   sub->callback([opt] { run(*opt); });
 }
