@@ -32,7 +32,7 @@ double median(std::vector<double> v) {
 }
 
 struct Row {
-    rt::Controller controller;
+    std::string label;
     double empty_us = 0, level_us = 0, launches_per_level = 0, tiny_items_per_s = 0, wide_items_per_s = 0;
 };
 
@@ -51,10 +51,8 @@ void expect(bool ok, const char* what) {
     }
 }
 
-Row measure(rt::Controller controller, const Options& o, wl::Totals* totals) {
-    Row row{controller};
-    rt::RuntimeConfig cfg;
-    cfg.controller = controller;
+Row measure(const std::string& label, const rt::RuntimeConfig& cfg, const Options& o, wl::Totals* totals) {
+    Row row{label};
     {
         rt::Runtime<wl::ChainSetup, wl::ChainState> runtime(cfg, wl::ChainState{totals});
         for (int i = 0; i < 20; ++i) runtime.run();
@@ -132,7 +130,17 @@ int main(int argc, char** argv) {
         rt::DeviceBuffer totals_buffer(sizeof(wl::Totals));
         auto* totals = totals_buffer.as<wl::Totals>();
         std::vector<Row> rows;
-        for (auto c : o.controllers) rows.push_back(measure(c, o, totals));
+        for (auto c : o.controllers) {
+            rt::RuntimeConfig cfg;
+            cfg.controller = c;
+            rows.push_back(measure(std::string(rt::to_string(c)), cfg, o, totals));
+            if (c == rt::Controller::dynamic_parallelism) {
+                // The paper's controller as published: workers leave as soon as
+                // their queue is empty, so every dependent level is a launch.
+                cfg.linger_us = 0;
+                rows.push_back(measure("dynamic_parallelism, linger_us=0", cfg, o, totals));
+            }
+        }
         std::printf("device: %s; chain %u levels, tree 8^%u leaves, wide 64 x 2^17; median of %u runs "
                     "(empty: of %u), host wall time per run()\n\n",
                     prop.name, o.levels, o.depth, o.repeat, o.empty_runs);
@@ -140,7 +148,7 @@ int main(int argc, char** argv) {
                     "wide fan-out items/s |\n");
         std::printf("| --- | --- | --- | --- | --- | --- |\n");
         for (const auto& r : rows)
-            std::printf("| %s | %.1f | %.2f | %.2f | %.3g | %.3g |\n", std::string(rt::to_string(r.controller)).c_str(),
+            std::printf("| %s | %.1f | %.2f | %.2f | %.3g | %.3g |\n", r.label.c_str(),
                         r.empty_us, r.level_us, r.launches_per_level, r.tiny_items_per_s, r.wide_items_per_s);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "hisparse-rt-bench: %s\n", e.what());

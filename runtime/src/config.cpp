@@ -86,6 +86,8 @@ ResolvedConfig resolve(const RuntimeConfig& config, const SetupDescription& setu
     r.pending_launch_limit = config.pending_launch_limit;
     r.persistent_blocks_per_sm = config.persistent_blocks_per_sm;
     r.drain = config.drain;
+    if (config.linger_us > 1000000) fail("linger_us above one second");
+    r.linger_us = config.drain ? config.linger_us : 0;
     r.watchdog = config.watchdog;
 
     for (std::uint32_t p = 0; p < setup.procedures.size(); ++p) {

@@ -43,9 +43,14 @@ struct RuntimeConfig {
     std::uint32_t max_blocks_per_launch = 0;   // 0: 4 x multiprocessors
     std::uint32_t pending_launch_limit = 1024; // device-side launches not yet started (CUDA default limit 2048)
     std::uint32_t persistent_blocks_per_sm = 0; // 0: as many as fit (occupancy)
-    // A worker keeps dequeuing from its queue until it is empty instead of
-    // exiting after one batch (fewer launches; chains inside one queue stay in one block).
+    // dynamic_parallelism: a worker keeps dequeuing from its queue until it is
+    // empty instead of exiting after one batch (fewer launches), and then waits
+    // up to `linger_us` for new items of its queue before it exits, so that a
+    // chain of dependent items does not pay a device-side launch per level.
+    // (tail_launch and host_loop workers take a fixed share of the items that
+    // were queued when they were launched; persistent blocks always loop.)
     bool drain = true;
+    std::uint32_t linger_us = 20;
     // A run that takes longer is stopped and reported as WatchdogTimeout.
     std::chrono::milliseconds watchdog{30000};
 };
@@ -93,6 +98,7 @@ struct ResolvedConfig {
     std::uint32_t persistent_blocks_per_sm = 0;
     std::uint32_t max_shared_bytes = 0;  // largest worker shared memory (the megakernel's)
     bool drain = true;
+    std::uint32_t linger_us = 0;
     std::chrono::milliseconds watchdog{0};
     std::vector<ResolvedQueue> queues;
 };

@@ -36,6 +36,7 @@ struct DeviceState {
     State state{};
     unsigned block_size = 0;
     unsigned drain = 1;
+    unsigned linger_ns = 0;
     unsigned min_running_blocks = 0;
     unsigned max_blocks_per_launch = 0;
     unsigned pending_launch_limit = 0;

@@ -16,16 +16,52 @@ enum WorkerMode : unsigned {
     worker_count_blocks = 1,  // dp controller: count started/finished blocks
 };
 
-// Worker grid for one queue: each block claims a batch, runs it, and (with
-// drain) repeats until the queue is empty.
+__device__ inline unsigned long long global_ns() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+// A worker about to leave waits a little for new items of its queue (dp
+// controller): dependent items then skip a device-side launch. Thread 0 only.
+// Returns true when an item showed up. Leaves at once when the run's work is
+// done (pending == 0), so the end of a run is not delayed.
+template <class Setup, class State>
+__device__ bool linger(const DeviceState<Setup, State>* ds, const QueueView& view) {
+    // Announced, so that the controller counts this block as covering new
+    // items of the queue instead of launching another worker for them.
+    atomicAdd(&view.run->lingering, 1u);
+    const unsigned long long until = global_ns() + ds->linger_ns;
+    unsigned backoff = 32;
+    bool found = false;
+    while (global_ns() < until) {
+        if (view.available_relaxed() > 0) {
+            found = true;
+            break;
+        }
+        if (should_stop(ds->counters)) break;
+        if (device_atomic<unsigned long long>(ds->counters->pending).load(cuda::memory_order_relaxed) == 0ull) break;
+        __nanosleep(backoff);
+        backoff = backoff < 512 ? backoff * 2 : 512;
+    }
+    atomicSub(&view.run->lingering, 1u);
+    return found;
+}
+
+// Worker grid for one queue: each block claims a batch and runs it, at most
+// `max_batches` times (0: until the queue is empty, then lingers if so
+// configured). A fixed budget is what the round-based controllers need: one
+// block launched for one item must not take over a whole growing queue.
 template <class Setup, class State, std::size_t I>
 __global__ void __launch_bounds__(Setup::block_size)
-    worker_kernel(const DeviceState<Setup, State>* ds, unsigned queue, unsigned mode) {
+    worker_kernel(const DeviceState<Setup, State>* ds, unsigned queue, unsigned mode, unsigned max_batches) {
     extern __shared__ __align__(16) unsigned char dynamic_shared[];
     __shared__ BatchClaim claim;
     const unsigned tid = threadIdx.x;
     const QueueView& view = ds->queues[queue];
     bool first_claim = true;
+    __shared__ int again;
+    unsigned batches = 0;
     while (true) {
         claim_batch(ds, queue, tid, claim);
         if (first_claim && (mode & worker_count_blocks) != 0u && tid == 0) {
@@ -38,9 +74,15 @@ __global__ void __launch_bounds__(Setup::block_size)
         }
         first_claim = false;
         __syncthreads();
-        if (claim.count == 0) break;  // block-uniform
+        if (claim.count == 0) {  // block-uniform
+            if (max_batches != 0 || ds->linger_ns == 0) break;
+            if (tid == 0) again = linger(ds, view) ? 1 : 0;
+            __syncthreads();
+            if (!again) break;
+            continue;
+        }
         run_batch<Setup, State, I>(ds, claim, dynamic_shared, tid);
-        if (!ds->drain) break;
+        if (max_batches != 0 && ++batches >= max_batches) break;
     }
     if ((mode & worker_count_blocks) != 0u) {
         __syncthreads();
@@ -55,9 +97,11 @@ __global__ void __launch_bounds__(Setup::block_size)
 template <class Setup, class State, std::size_t... I>
 __host__ __device__ cudaError_t launch_worker(const DeviceState<Setup, State>* ds, unsigned procedure, unsigned queue,
                                               unsigned blocks, unsigned block_size, unsigned shared_bytes,
-                                              cudaStream_t stream, unsigned mode, std::index_sequence<I...>) {
+                                              cudaStream_t stream, unsigned mode, unsigned max_batches,
+                                              std::index_sequence<I...>) {
     cudaError_t result = cudaSuccess;
-    ((procedure == I ? (worker_kernel<Setup, State, I><<<blocks, block_size, shared_bytes, stream>>>(ds, queue, mode),
+    ((procedure == I ? (worker_kernel<Setup, State, I>
+                        <<<blocks, block_size, shared_bytes, stream>>>(ds, queue, mode, max_batches),
                         result = cudaGetLastError(), void())
                      : void()),
      ...);
@@ -102,7 +146,10 @@ __global__ void __launch_bounds__(32) dp_controller_kernel(const DeviceState<Set
                 device_atomic<unsigned>(view.run->started_blocks).load(cuda::memory_order_acquire);
             const int available = view.available_relaxed();
             if (available <= 0) continue;
-            const long long waiting = static_cast<long long>(launched_blocks[k] - started) * view.items_per_block;
+            const unsigned lingering =
+                device_atomic<unsigned>(view.run->lingering).load(cuda::memory_order_relaxed);
+            const long long waiting =
+                static_cast<long long>(launched_blocks[k] - started + lingering) * view.items_per_block;
             const long long uncovered = available - waiting;
             if (uncovered <= 0) continue;
             if (uncovered < view.threshold && running >= static_cast<int>(ds->min_running_blocks)) continue;
@@ -121,7 +168,7 @@ __global__ void __launch_bounds__(32) dp_controller_kernel(const DeviceState<Set
             launched_blocks[k] += static_cast<unsigned>(blocks);
             const cudaError_t e =
                 launch_worker(ds, view.procedure, q, static_cast<unsigned>(blocks), ds->block_size, view.shared_bytes,
-                              cudaStreamFireAndForget, worker_count_blocks, procedures);
+                              cudaStreamFireAndForget, worker_count_blocks, ds->drain ? 0u : 1u, procedures);
             if (launch_failed(ds, e)) {
                 atomicSub(&counters->running_blocks, static_cast<int>(blocks));
                 break;
@@ -171,12 +218,14 @@ __global__ void __launch_bounds__(32) tail_controller_kernel(const DeviceState<S
             const QueueView& view = ds->queues[q];
             const int available = view.available_relaxed();
             if (available <= 0) continue;
-            unsigned long long blocks = (available + view.items_per_block - 1) / view.items_per_block;
-            if (blocks > ds->max_blocks_per_launch) blocks = ds->max_blocks_per_launch;
+            const unsigned long long batches = (available + view.items_per_block - 1) / view.items_per_block;
+            const unsigned long long blocks = batches < ds->max_blocks_per_launch ? batches : ds->max_blocks_per_launch;
+            const unsigned per_block = static_cast<unsigned>((batches + blocks - 1) / blocks);
             atomicAdd(&counters->kernel_launches, 1ull);
             atomicAdd(&counters->blocks_launched, blocks);
-            const cudaError_t e = launch_worker(ds, view.procedure, q, static_cast<unsigned>(blocks), ds->block_size,
-                                                view.shared_bytes, cudaStreamFireAndForget, worker_plain, procedures);
+            const cudaError_t e =
+                launch_worker(ds, view.procedure, q, static_cast<unsigned>(blocks), ds->block_size, view.shared_bytes,
+                              cudaStreamFireAndForget, worker_plain, per_block, procedures);
             if (launch_failed(ds, e)) break;
             launched = true;
         }
@@ -212,6 +261,7 @@ __global__ void __launch_bounds__(Setup::block_size) persistent_kernel(const Dev
     while (true) {
         if (tid == 0) {
             unsigned backoff = 16;
+            unsigned idle_scans = 0;
             claim.count = 0;
             claim.queue = queue_count;  // "stop"
             while (true) {
@@ -230,13 +280,14 @@ __global__ void __launch_bounds__(Setup::block_size) persistent_kernel(const Dev
                     }
                 }
                 if (found) break;
-                if (device_atomic<unsigned long long>(counters->pending).load(cuda::memory_order_acquire) == 0ull)
+                if ((++idle_scans & 3u) == 1u &&
+                    device_atomic<unsigned long long>(counters->pending).load(cuda::memory_order_acquire) == 0ull)
                     break;
                 // Idle blocks back off far: with hundreds of them polling, one
                 // still looks within nanoseconds, and fewer loads on the hot
                 // counter lines keep the enqueue/claim atomics fast.
                 __nanosleep(backoff);
-                backoff = backoff < 2048 ? backoff * 2 : 2048;
+                backoff = backoff < 4096 ? backoff * 2 : 4096;
             }
         }
         __syncthreads();

@@ -34,7 +34,7 @@ struct QueueRunCounters {
     unsigned int max_fill;
     unsigned int overflow;        // non-zero: an enqueue found the queue full
     unsigned int started_blocks;  // worker blocks that began on this queue (dp controller)
-    unsigned int pad;
+    unsigned int lingering;       // worker blocks waiting for new items of this queue (dp controller)
 };
 
 // Global per-run counters and flags, reset before each run.

@@ -256,6 +256,7 @@ private:
         ds->state = state_;
         ds->block_size = config_.block_size;
         ds->drain = config_.drain ? 1u : 0u;
+        ds->linger_ns = config_.linger_us * 1000u;
         ds->min_running_blocks = config_.min_running_blocks;
         ds->max_blocks_per_launch = config_.max_blocks_per_launch;
         ds->pending_launch_limit = config_.pending_launch_limit;
@@ -322,10 +323,11 @@ private:
                 const int available = snapshot[q].available;
                 if (available <= 0) continue;
                 const auto& rq = config_.queues[q];
-                const unsigned blocks = std::min<unsigned>(config_.max_blocks_per_launch,
-                                                           (available + rq.items_per_block - 1) / rq.items_per_block);
+                const unsigned batches = (available + rq.items_per_block - 1) / rq.items_per_block;
+                const unsigned blocks = std::min<unsigned>(config_.max_blocks_per_launch, batches);
+                const unsigned per_block = (batches + blocks - 1) / blocks;
                 check(detail::launch_worker(device_state(), rq.procedure, q, blocks, config_.block_size,
-                                            rq.shared_bytes, stream_, detail::worker_plain, procedures),
+                                            rq.shared_bytes, stream_, detail::worker_plain, per_block, procedures),
                       "launch of worker_kernel (host loop)");
                 ++launches;
                 blocks_total += blocks;
