@@ -496,8 +496,9 @@ TEST(Determinism, SameSeedSameMatrixOtherSeedOtherMatrix) {
     EXPECT_FALSE(same(a, c));
     EXPECT_EQ(a.nnz(), Generator(parse_spec(with_seed(spec, seed))).nnz());
     // Only circuit's count depends on the seed (dense-line cells that land on the band).
-    if (!spec.starts_with("circuit"))
+    if (!spec.starts_with("circuit")) {
       EXPECT_EQ(Generator(parse_spec(with_seed(spec, seed))).nnz(), Generator(parse_spec(with_seed(spec, seed + 1))).nnz());
+    }
   }
 }
 
@@ -639,8 +640,12 @@ struct CliResult {
 
 std::string quote(const std::string& s) {
   std::string q = "'";
-  for (const char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
+  for (const char c : s) {
+    if (c == '\'') q += "'\\''";
+    else q += c;
+  }
+  q += '\'';
+  return q;
 }
 
 CliResult hisparse_cli(const std::vector<std::string>& args) {
@@ -650,7 +655,10 @@ CliResult hisparse_cli(const std::vector<std::string>& args) {
     return {};
   }
   std::string cmd = quote(exe);
-  for (const std::string& a : args) cmd += " " + quote(a);
+  for (const std::string& a : args) {
+    cmd += ' ';
+    cmd += quote(a);
+  }
   cmd += " 2>&1";
   CliResult r;
   FILE* p = ::popen(cmd.c_str(), "r");
