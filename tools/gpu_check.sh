@@ -2,7 +2,7 @@
 # Runs the GPU test suites, the demo and (optionally) benchmarks on a machine
 # with a GPU, from a build folder made elsewhere and carried over together
 # with .devbuild/ (lib/: spdlog, fmt, xxhash; matrices/: the SuiteSparse set).
-# Usage: tools/gpu_check.sh BUILD_DIR [sanitize]
+# Usage: [BENCH=1 BENCH_SCALE=16 BENCH_L2=both DEMO_GRID=2048] tools/gpu_check.sh BUILD_DIR [sanitize]
 set -u
 build=${1:-build}
 export LD_LIBRARY_PATH="$PWD/.devbuild/lib:${LD_LIBRARY_PATH:-}"
@@ -21,6 +21,12 @@ for t in "$build"/ops/test-ops-gpu "$build"/runtime/tests/runtime-gpu-tests; do
 done
 echo "== demo"
 "$build"/tools/hisparse demo --grid "${DEMO_GRID:-2048}" || status=1
+if [ "${BENCH:-0}" = 1 ]; then
+  echo "== bench"
+  "$build"/tools/hisparse bench --matrices-dir "$HISPARSE_MATRICES_DIR" --scale "${BENCH_SCALE:-16}" --l2 "${BENCH_L2:-both}" \
+    --json "$out/bench.json" --csv "$out/bench.csv" --markdown "$out/bench.md" >"$out/bench.log" 2>&1 || status=1
+  tail -n 8 "$out/bench.log"
+fi
 if [ "${2:-}" = sanitize ]; then
   for tool in memcheck racecheck synccheck; do
     echo "== compute-sanitizer --tool $tool (SpmvGpu.Extreme*)"

@@ -10,6 +10,7 @@ void add_convert_command(CLI::App& app);
 void add_spmv_command(CLI::App& app);
 void add_add_command(CLI::App& app);
 void add_demo_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
 void add_gen_command(CLI::App& app);
 
 }  // namespace hisparse::cli

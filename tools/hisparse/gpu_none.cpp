@@ -22,3 +22,14 @@ bool gpu_demo(const Matrix<float>&, const Matrix<double>&) {
   throw Error("this build has no GPU support (configure with -Dcuda=enabled)");
 }
 }  // namespace hisparse::cli
+
+#include "bench.hpp"
+
+namespace hisparse::cli {
+template <class V>
+std::vector<BenchRecord> bench_spmv(const Matrix<V>&, const std::string&, const BenchOptions&) {
+  throw Error("this build has no GPU support (configure with -Dcuda=enabled)");
+}
+template std::vector<BenchRecord> bench_spmv(const Matrix<float>&, const std::string&, const BenchOptions&);
+template std::vector<BenchRecord> bench_spmv(const Matrix<double>&, const std::string&, const BenchOptions&);
+}  // namespace hisparse::cli

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   hisparse::cli::add_spmv_command(app);
   hisparse::cli::add_add_command(app);
   hisparse::cli::add_demo_command(app);
+  hisparse::cli::add_bench_command(app);
   hisparse::cli::add_gen_command(app);
   try {
     app.parse(argc, argv);

@@ -35,20 +35,27 @@ struct PlanBins {
 };
 
 template <std::uint32_t Bin, class V>
-__device__ void plan_bin(const PlanBins& p, std::uint64_t block, const SpmvState<V>& st) {
+__device__ void plan_bin(const PlanBins& p, std::uint64_t block, const SpmvState<V>& st, V* acc) {
   constexpr std::uint32_t threads = leaf_threads<Bin>;
   constexpr std::uint32_t per_block = plan_block / threads;
   const std::uint64_t i = block * per_block + threadIdx.x / threads;
-  if (i < p.count[Bin]) run_leaf<V>(Bin, p.items[Bin][i], threadIdx.x % threads, threads, st);
+  if (i < p.count[Bin]) run_leaf<V>(Bin, p.items[Bin][i], threadIdx.x % threads, threads, st, acc);
 }
 
 template <class V>
 __global__ void __launch_bounds__(plan_block) run_plan(PlanBins p, SpmvState<V> st) {
+  // d accumulators per warp for the large bin, zero on entry (see leaf_coo_warp).
+  extern __shared__ __align__(16) unsigned char plan_shared[];
+  V* acc = reinterpret_cast<V*>(plan_shared) + (threadIdx.x / 32) * (1u << st.log2d);
   const std::uint64_t b = blockIdx.x;
-  if (b < p.first_block[1]) plan_bin<bin_one>(p, b, st);
-  else if (b < p.first_block[2]) plan_bin<bin_small>(p, b - p.first_block[1], st);
-  else if (b < p.first_block[3]) plan_bin<bin_large>(p, b - p.first_block[2], st);
-  else plan_bin<bin_dense>(p, b - p.first_block[3], st);
+  if (b >= p.first_block[2] && b < p.first_block[3]) {
+    for (std::uint32_t i = threadIdx.x % 32; i < (1u << st.log2d); i += 32) acc[i] = V(0);
+    __syncwarp();
+  }
+  if (b < p.first_block[1]) plan_bin<bin_one>(p, b, st, acc);
+  else if (b < p.first_block[2]) plan_bin<bin_small>(p, b - p.first_block[1], st, acc);
+  else if (b < p.first_block[3]) plan_bin<bin_large>(p, b - p.first_block[2], st, acc);
+  else plan_bin<bin_dense>(p, b - p.first_block[3], st, acc);
 }
 
 template <class V>
@@ -147,7 +154,8 @@ struct GpuSpmv<V>::Impl {
       const std::uint64_t blocks = plan.first_block[leaf_bin_count];
       if (blocks == 0) return;
       if (blocks > 0x7fffffffu) throw Error("spmv: plan needs more than 2^31 blocks");
-      run_plan<V><<<static_cast<unsigned>(blocks), plan_block, 0, stream>>>(plan, st);
+      const std::size_t shared = (plan_block / 32) * (std::size_t{1} << st.log2d) * sizeof(V);
+      run_plan<V><<<static_cast<unsigned>(blocks), plan_block, shared, stream>>>(plan, st);
       cuda_check(cudaGetLastError(), "launch of run_plan");
       return;
     }

@@ -69,6 +69,17 @@ __device__ inline void accumulate(const SpmvState<V>& st, std::uint64_t brow, st
   atomicAdd(st.y + r, st.k * a * st.x[c]);
 }
 
+// Four consecutive values with 16-byte loads (COO4 value arrays are 16-byte
+// aligned and padded to a multiple of four).
+__device__ inline void load4(const float* p, float (&a)[4]) {
+  const float4 v = *reinterpret_cast<const float4*>(p);
+  a[0] = v.x; a[1] = v.y; a[2] = v.z; a[3] = v.w;
+}
+__device__ inline void load4(const double* p, double (&a)[4]) {
+  const double2 u = reinterpret_cast<const double2*>(p)[0], v = reinterpret_cast<const double2*>(p)[1];
+  a[0] = u.x; a[1] = u.y; a[2] = v.x; a[3] = v.y;
+}
+
 // ---- leaf kernels: the work of one leaf, spread over `group` lanes ---------
 
 template <class V>
@@ -79,10 +90,83 @@ __device__ inline void leaf_one(const NodeItem& it, const SpmvState<V>& st) {
   accumulate(st, it.brow, it.bcol, lc, *reinterpret_cast<const V*>(node + l.value_offset));
 }
 
+// Few entries (COO2, or COO4 with <= 32): each lane loads 4 coordinates and 4
+// values with one vector access each (the reason for COOX padding), and adds
+// runs of entries that share an output index before its atomic.
 template <class V>
 __device__ inline void leaf_coo(const NodeItem& it, std::uint32_t lane, std::uint32_t group, const SpmvState<V>& st) {
-  const CooView<V> v = coo_view<V>(st.pool, it.ref);
-  for (std::uint32_t i = lane; i < v.count; i += group) accumulate(st, it.brow, it.bcol, v.coords[i], v.values[i]);
+  if (ref_type(it.ref) != NodeType::coo4) {
+    const CooView<V> v = coo_view<V>(st.pool, it.ref);
+    for (std::uint32_t i = lane; i < v.count; i += group) accumulate(st, it.brow, it.bcol, v.coords[i], v.values[i]);
+    return;
+  }
+  const std::byte* node = st.pool + ref_offset(it.ref);
+  const std::uint32_t n = *reinterpret_cast<const std::uint32_t*>(node);
+  const CooLayout l = coo_layout(NodeType::coo4, n, sizeof(V));
+  const auto* c4 = reinterpret_cast<const uint2*>(node + l.coord_offset);
+  const V* vals = reinterpret_cast<const V*>(node + l.value_offset);
+  for (std::uint32_t q = lane; 4 * q < n; q += group) {
+    const uint2 cw = c4[q];
+    V a[4];
+    load4(vals + 4 * q, a);
+    const LocalCoord cs[4] = {{std::uint8_t(cw.x), std::uint8_t(cw.x >> 8)}, {std::uint8_t(cw.x >> 16), std::uint8_t(cw.x >> 24)},
+                              {std::uint8_t(cw.y), std::uint8_t(cw.y >> 8)}, {std::uint8_t(cw.y >> 16), std::uint8_t(cw.y >> 24)}};
+    const std::uint32_t m = min(4u, n - 4 * q);
+    std::uint64_t out = ~std::uint64_t{0};
+    V sum = V(0);
+    for (std::uint32_t j = 0; j < m; ++j) {
+      const std::uint64_t r = (it.brow << st.log2d) | cs[j].row, c = (it.bcol << st.log2d) | cs[j].col;
+      const std::uint64_t o = st.transposed ? c : r, in = st.transposed ? r : c;
+      if (o != out) {
+        if (out != ~std::uint64_t{0}) atomicAdd(st.y + out, st.k * sum);
+        out = o;
+        sum = V(0);
+      }
+      sum += a[j] * st.x[in];
+    }
+    atomicAdd(st.y + out, st.k * sum);
+  }
+}
+
+// Many entries (COO4, > 32): a warp per leaf, 4 entries per lane per step.
+// Products gather in a shared-memory row (N) or column (T) segment of d
+// values, then one global atomic per touched output: the same work for A
+// and A^T, and about a third of the global atomics of one per entry on a
+// stencil's diagonal blocks. `acc` holds d zeros on entry and on exit.
+template <class V>
+__device__ inline void leaf_coo_warp(const NodeItem& it, std::uint32_t lane, const SpmvState<V>& st, V* acc) {
+  const std::byte* node = st.pool + ref_offset(it.ref);
+  const std::uint32_t n = *reinterpret_cast<const std::uint32_t*>(node);
+  const CooLayout l = coo_layout(NodeType::coo4, n, sizeof(V));
+  const auto* c4 = reinterpret_cast<const uint2*>(node + l.coord_offset);
+  const V* vals = reinterpret_cast<const V*>(node + l.value_offset);
+  const std::uint64_t in_base = (st.transposed ? it.brow : it.bcol) << st.log2d;
+  for (std::uint32_t q = lane; 4 * q < n; q += 32) {
+    const uint2 cw = c4[q];
+    V a[4];
+    load4(vals + 4 * q, a);
+    const std::uint32_t words[2] = {cw.x, cw.y};
+    const std::uint32_t m = min(4u, n - 4 * q);
+#pragma unroll
+    for (std::uint32_t j = 0; j < 4; ++j) {
+      if (j < m) {
+        const std::uint32_t row = (words[j / 2] >> (16 * (j % 2))) & 0xFFu, col = (words[j / 2] >> (16 * (j % 2) + 8)) & 0xFFu;
+        const std::uint32_t o = st.transposed ? col : row, in = st.transposed ? row : col;
+        atomicAdd(acc + o, a[j] * st.x[in_base + in]);
+      }
+    }
+  }
+  __syncwarp();
+  const std::uint64_t out_base = (st.transposed ? it.bcol : it.brow) << st.log2d;
+  const std::uint32_t d = 1u << st.log2d;
+  for (std::uint32_t o = lane; o < d; o += 32) {
+    const V v = acc[o];
+    if (v != V(0)) {
+      atomicAdd(st.y + out_base + o, st.k * v);
+      acc[o] = V(0);
+    }
+  }
+  __syncwarp();
 }
 
 template <class V>
@@ -98,12 +182,14 @@ __device__ inline void leaf_dense(const NodeItem& it, std::uint32_t lane, std::u
   }
 }
 
+// `acc`: d zeroed values of shared memory per warp, for the large bin.
 template <class V>
 __device__ inline void run_leaf(std::uint32_t bin, const NodeItem& it, std::uint32_t lane, std::uint32_t group,
-                                const SpmvState<V>& st) {
+                                const SpmvState<V>& st, V* acc) {
   switch (bin) {
     case bin_one: leaf_one(it, st); break;
     case bin_dense: leaf_dense(it, lane, group, st); break;
+    case bin_large: leaf_coo_warp(it, lane, st, acc); break;
     default: leaf_coo(it, lane, group, st); break;
   }
 }
@@ -114,6 +200,7 @@ template <class V, std::uint32_t Bin, std::uint32_t Threads>
 struct LeafProcedure {
   using payload_type = NodeItem;
   static constexpr std::uint32_t threads_per_item = Threads;
+  static constexpr std::uint32_t shared_bytes = Bin == bin_large ? 256 * sizeof(V) : 0;
   static constexpr std::uint32_t bin = Bin;
   static constexpr const char* name = Bin == bin_one     ? "spmv-leaf-coo1"
                                       : Bin == bin_small ? "spmv-leaf-small"
@@ -121,22 +208,29 @@ struct LeafProcedure {
                                                          : "spmv-leaf-dense";
   template <class Context>
   __device__ static void run(const NodeItem& it, std::uint32_t lane, std::uint32_t group, const Context& ctx) {
-    run_leaf<V>(Bin, it, lane, group, ctx.state());
+    V* acc = nullptr;
+    if constexpr (Bin == bin_large) {
+      // The runtime's shared memory holds whatever the last item left: clear it.
+      acc = static_cast<V*>(ctx.shared());
+      for (std::uint32_t i = lane; i < (1u << ctx.state().log2d); i += group) acc[i] = V(0);
+      __syncwarp();
+    }
+    run_leaf<V>(Bin, it, lane, group, ctx.state(), acc);
   }
 };
 
-// Threads per leaf of each bin (a block of 256 runs 256, 32, 2 or 1 leaves).
+// Threads per leaf of each bin (a block of 256 runs 256, 32, 8 or 1 leaves).
 template <class V>
 using LeafOne = LeafProcedure<V, bin_one, 1>;
 template <class V>
 using LeafSmall = LeafProcedure<V, bin_small, 8>;
 template <class V>
-using LeafLarge = LeafProcedure<V, bin_large, 128>;
+using LeafLarge = LeafProcedure<V, bin_large, 32>;
 template <class V>
 using LeafDense = LeafProcedure<V, bin_dense, 256>;
 
 template <std::uint32_t Bin>
-inline constexpr std::uint32_t leaf_threads = Bin == bin_one ? 1 : Bin == bin_small ? 8 : Bin == bin_large ? 128 : 256;
+inline constexpr std::uint32_t leaf_threads = Bin == bin_one ? 1 : Bin == bin_small ? 8 : Bin == bin_large ? 32 : 256;
 
 // An inner node: a warp walks its children and routes each to the inner
 // queue or to its leaf bin (reading a sparse leaf's count, seed 004 sec. 4.1).

@@ -1,0 +1,31 @@
+#pragma once
+// `hisparse bench`: HiSparse against cuSPARSE on the same matrices and inputs,
+// in one process (seed 004 section 7's method). One record per matrix x
+// operation x implementation x precision x L2 state.
+#include <string>
+#include <vector>
+
+#include "hisparse/formats/matrix.hpp"
+
+namespace hisparse::cli {
+
+struct BenchOptions {
+  int warmup = 20;
+  int runs = 100;
+  bool cold = false;  // flush the L2 (write a buffer twice its size) before every timed run
+};
+
+struct BenchRecord {
+  std::string matrix, op, impl, precision, l2;
+  std::uint64_t rows = 0, cols = 0, nnz = 0;
+  double median_ms = 0, mean_ms = 0, std_ms = 0;
+  std::uint64_t bytes = 0;  // the implementation's own matrix bytes
+  double rel_error = 0;
+  bool ok = false;
+};
+
+// SpMV and SpMV^T: HiSparse (recorded-leaf plan) and cuSPARSE CSR ALG1/ALG2.
+template <class V>
+std::vector<BenchRecord> bench_spmv(const Matrix<V>& a, const std::string& name, const BenchOptions& options);
+
+}  // namespace hisparse::cli

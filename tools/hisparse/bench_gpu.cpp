@@ -1,0 +1,127 @@
+// The GPU side of `hisparse bench`.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "bench.hpp"
+#include "cusparse_csr.hpp"
+#include "hisparse/formats/builder.hpp"
+#include "hisparse/formats/device_matrix.hpp"
+#include "hisparse/ops/spmv_gpu.hpp"
+#include "hisparse/ops/spmv_reference.hpp"
+
+namespace hisparse::cli {
+namespace {
+
+struct Timing {
+  double median, mean, std;
+};
+
+// Times f() with CUDA events, after `warmup` untimed calls. With a flush
+// buffer, every timed call is preceded (outside the events) by a write of
+// twice the L2 size, so the matrix and vectors come from HBM: cold L2.
+template <class F>
+Timing time_calls(F&& f, const BenchOptions& o, DeviceBytes* flush) {
+  for (int i = 0; i < o.warmup; ++i) f();
+  cudaEvent_t a, b;
+  cuda_check(cudaEventCreate(&a), "cudaEventCreate");
+  cuda_check(cudaEventCreate(&b), "cudaEventCreate");
+  std::vector<double> t(o.runs);
+  for (int i = 0; i < o.runs; ++i) {
+    if (flush) cuda_check(cudaMemsetAsync(flush->get(), i & 0xFF, flush->size()), "cudaMemsetAsync(flush)");
+    cuda_check(cudaEventRecord(a), "cudaEventRecord");
+    f();
+    cuda_check(cudaEventRecord(b), "cudaEventRecord");
+    cuda_check(cudaEventSynchronize(b), "cudaEventSynchronize");
+    float ms = 0;
+    cuda_check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
+    t[i] = ms;
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  const double mean = std::accumulate(t.begin(), t.end(), 0.0) / t.size();
+  double var = 0;
+  for (double v : t) var += (v - mean) * (v - mean);
+  std::sort(t.begin(), t.end());
+  return {t[t.size() / 2], mean, std::sqrt(var / t.size())};
+}
+
+template <class V>
+double rel_error(const DeviceBytes& d, const std::vector<V>& want) {
+  std::vector<V> got(want.size());
+  cuda_check(cudaMemcpy(got.data(), d.get(), got.size() * sizeof(V), cudaMemcpyDeviceToHost), "download");
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double e = std::abs(double(got[i]) - double(want[i]));
+    if (std::isnan(e)) return INFINITY;
+    num = std::max(num, e);
+    den = std::max(den, std::abs(double(want[i])));
+  }
+  return den > 0 ? num / den : num;
+}
+
+}  // namespace
+
+template <class V>
+std::vector<BenchRecord> bench_spmv(const Matrix<V>& host, const std::string& name, const BenchOptions& o) {
+  const char* prec = std::is_same_v<V, float> ? "f32" : "f64";
+  const double tol = std::is_same_v<V, float> ? 1e-4 : 1e-10;
+  DeviceMatrix<V> a(host);
+  ops::GpuSpmv<V> plan(a);
+  const Csr<V> csr = to_csr(host);
+  CusparseCsr<V> alg1(csr, CUSPARSE_SPMV_CSR_ALG1), alg2(csr, CUSPARSE_SPMV_CSR_ALG2);
+  int dev = 0;
+  cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
+  int l2 = 0;
+  cuda_check(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev), "cudaDeviceGetAttribute");
+  DeviceBytes flush(o.cold ? 2 * static_cast<std::size_t>(l2) : 0);
+  std::mt19937_64 rng(12345);
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<BenchRecord> out;
+  for (bool t : {false, true}) {
+    if (a.transposed() != t) a.transpose();
+    const Matrix<V> op = t ? host.transpose() : host;
+    std::vector<V> x(op.cols());
+    for (auto& v : x) v = static_cast<V>(u(rng));
+    std::vector<V> ref(op.rows());
+    ops::spmv_reference<V>(op, x, ref);
+    DeviceBytes dx(std::max<std::size_t>(x.size(), 1) * sizeof(V)), dy(std::max<std::size_t>(ref.size(), 1) * sizeof(V));
+    cuda_check(cudaMemcpy(dx.get(), x.data(), x.size() * sizeof(V), cudaMemcpyHostToDevice), "upload x");
+    auto record = [&](const char* impl, std::uint64_t bytes, auto&& f) {
+      // Poison y first: every row must be written (beta = 0).
+      cuda_check(cudaMemset(dy.get(), 0xFF, dy.size()), "poison y");
+      f();
+      cuda_check(cudaDeviceSynchronize(), "spmv");
+      const double err = rel_error<V>(dy, ref);
+      BenchRecord r;
+      r.matrix = name;
+      r.op = t ? "spmv_t" : "spmv";
+      r.impl = impl;
+      r.precision = prec;
+      r.l2 = o.cold ? "cold" : "warm";
+      r.rows = op.rows();
+      r.cols = op.cols();
+      r.nnz = host.nnz();
+      r.bytes = bytes;
+      r.rel_error = err;
+      r.ok = err < tol;
+      if (r.ok) {  // a wrong result is flagged and never reported as a speed
+        const Timing tm = time_calls(f, o, o.cold ? &flush : nullptr);
+        r.median_ms = tm.median;
+        r.mean_ms = tm.mean;
+        r.std_ms = tm.std;
+      }
+      out.push_back(r);
+    };
+    record("hisparse", a.pool_bytes(), [&] { plan(dx.as<V>(), dy.as<V>(), V(1), V(0)); });
+    record("cusparse-alg1", alg1.bytes(), [&] { alg1.spmv(t, dx.as<V>(), dy.as<V>(), V(1), V(0)); });
+    record("cusparse-alg2", alg2.bytes(), [&] { alg2.spmv(t, dx.as<V>(), dy.as<V>(), V(1), V(0)); });
+  }
+  return out;
+}
+
+template std::vector<BenchRecord> bench_spmv(const Matrix<float>&, const std::string&, const BenchOptions&);
+template std::vector<BenchRecord> bench_spmv(const Matrix<double>&, const std::string&, const BenchOptions&);
+
+}  // namespace hisparse::cli

@@ -1,0 +1,226 @@
+// hisparse bench [MATRIX ...] [--scale M] [--family SPEC ...] [--no-suite]
+//                [--precision f32,f64] [--l2 warm|cold|both] [--runs N] [--warmup N]
+//                [--json F] [--csv F] [--markdown F]
+// SpMV and SpMV^T of HiSparse against cuSPARSE CSR (ALG1, ALG2) on the
+// SuiteSparse set, generated families and given files; every result checked.
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "bench.hpp"
+#include "commands.hpp"
+#include "device.hpp"
+#include "hisparse/formats/atomic_file.hpp"
+#include "hisparse/formats/builder.hpp"
+#include "hisparse/formats/matrix_market.hpp"
+#include "hisparse/gen/generators.hpp"
+#include "matrix_io.hpp"
+
+namespace hisparse::cli {
+namespace {
+
+struct BenchCli {
+  std::vector<std::string> files, families;
+  std::string matrices_dir = "../shared/matrices";
+  bool no_suite = false;
+  double scale = 16;  // million entries per generated family
+  std::string precision = "f32,f64", l2 = "warm", json, csv, markdown;
+  BenchOptions opt;
+};
+
+// One generated matrix per family, sized to about `scale` million entries.
+std::vector<std::string> default_families(double scale) {
+  const double n = scale * 1e6;
+  char buf[4][96];
+  std::snprintf(buf[0], sizeof buf[0], "laplace2d:n=%.0f", std::round(std::sqrt(n / 5)));
+  std::snprintf(buf[1], sizeof buf[1], "stencil3d27:n=%.0f", std::ceil((std::cbrt(n) + 2) / 3));
+  std::snprintf(buf[2], sizeof buf[2], "rmat:scale=%.0f", std::round(std::log2(n / 16)));
+  std::snprintf(buf[3], sizeof buf[3], "circuit:n=%.0f", std::round(n / 5));
+  return {buf[0], buf[1], buf[2], buf[3]};
+}
+
+struct Input {
+  std::string name;
+  std::function<Coo<double>()> load;
+};
+
+std::vector<Input> inputs(const BenchCli& c) {
+  std::vector<Input> in;
+  if (!c.no_suite) {
+    std::vector<std::filesystem::path> suite;
+    if (std::filesystem::is_directory(c.matrices_dir))
+      for (const auto& e : std::filesystem::directory_iterator(c.matrices_dir))
+        if (e.path().extension() == ".mtx") suite.push_back(e.path());
+    std::sort(suite.begin(), suite.end());
+    for (const auto& p : suite) {
+      // Complex and malformed files of the suite are reported, not benchmarked.
+      in.push_back({p.stem().string(), [p] { return read_matrix_market<double>(p); }});
+    }
+    for (const auto& f : default_families(c.scale))
+      in.push_back({f, [f] { return gen::generate_coo<double>(gen::parse_spec(f)); }});
+  }
+  for (const auto& f : c.families) in.push_back({f, [f] { return gen::generate_coo<double>(gen::parse_spec(f)); }});
+  for (const auto& f : c.files) {
+    in.push_back({std::filesystem::path(f).stem().string(), [f] {
+                    const AnyMatrix m = load_matrix(f, std::nullopt, Precision::f64);
+                    return to_coo(std::get<Matrix<double>>(m));
+                  }});
+  }
+  return in;
+}
+
+nlohmann::ordered_json to_json(const BenchRecord& r) {
+  const double t = r.median_ms * 1e-3;
+  nlohmann::ordered_json j{{"matrix", r.matrix}, {"op", r.op}, {"impl", r.impl}, {"precision", r.precision},
+                           {"l2", r.l2}, {"rows", r.rows}, {"cols", r.cols}, {"nnz", r.nnz}, {"ok", r.ok},
+                           {"rel_error", r.rel_error}, {"bytes", r.bytes},
+                           {"bytes_per_nnz", r.nnz ? double(r.bytes) / double(r.nnz) : 0.0}};
+  if (r.ok) {
+    j["median_ms"] = r.median_ms;
+    j["mean_ms"] = r.mean_ms;
+    j["std_ms"] = r.std_ms;
+    j["gbps"] = t > 0 ? double(r.bytes) / t / 1e9 : 0.0;
+    j["gflops_2nnz"] = t > 0 ? 2.0 * double(r.nnz) / t / 1e9 : 0.0;
+    j["gflops_3nnz"] = t > 0 ? 3.0 * double(r.nnz) / t / 1e9 : 0.0;
+  }
+  return j;
+}
+
+void write_outputs(const BenchCli& c, const std::vector<BenchRecord>& rs) {
+  if (!c.json.empty()) {
+    nlohmann::ordered_json all = nlohmann::ordered_json::array();
+    for (const auto& r : rs) all.push_back(to_json(r));
+    write_file_atomically(c.json, [&](std::ostream& o) { o << all.dump(1) << '\n'; });
+  }
+  if (!c.csv.empty()) {
+    write_file_atomically(c.csv, [&](std::ostream& o) {
+      o << "matrix,op,impl,precision,l2,rows,cols,nnz,ok,rel_error,bytes,median_ms,mean_ms,std_ms\n";
+      for (const auto& r : rs)
+        o << '"' << r.matrix << "\"," << r.op << ',' << r.impl << ',' << r.precision << ',' << r.l2 << ',' << r.rows
+          << ',' << r.cols << ',' << r.nnz << ',' << r.ok << ',' << r.rel_error << ',' << r.bytes << ','
+          << r.median_ms << ',' << r.mean_ms << ',' << r.std_ms << '\n';
+    });
+  }
+}
+
+// Speedup table: per matrix x precision x L2, HiSparse time against the best
+// cuSPARSE algorithm, for N and T; geometric means last.
+std::string summary(const std::vector<BenchRecord>& rs) {
+  std::map<std::tuple<std::string, std::string, std::string, std::string>, std::map<std::string, const BenchRecord*>> by;
+  std::vector<std::tuple<std::string, std::string, std::string, std::string>> order;
+  for (const auto& r : rs) {
+    auto key = std::tuple{r.matrix, r.precision, r.l2, r.op};
+    if (!by.count(key)) order.push_back(key);
+    by[key][r.impl] = &r;
+  }
+  std::ostringstream s;
+  s << "| matrix | prec | L2 | op | nnz | HiSparse ms | B/nnz | GB/s | cuSPARSE best ms | B/nnz | GB/s | speedup |\n"
+       "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+  std::map<std::string, std::pair<double, int>> geo;
+  char line[512];
+  for (const auto& key : order) {
+    const auto& m = by[key];
+    const BenchRecord* h = m.count("hisparse") ? m.at("hisparse") : nullptr;
+    const BenchRecord* best = nullptr;
+    for (const char* k : {"cusparse-alg1", "cusparse-alg2"})
+      if (m.count(k) && m.at(k)->ok && (!best || m.at(k)->median_ms < best->median_ms)) best = m.at(k);
+    if (!h) continue;
+    auto gbps = [](const BenchRecord* r) { return r->median_ms > 0 ? double(r->bytes) / (r->median_ms * 1e6) : 0.0; };
+    if (!h->ok || !best) {
+      std::snprintf(line, sizeof line, "| %s | %s | %s | %s | %llu | %s | | | %s | | | |\n", h->matrix.c_str(),
+                    h->precision.c_str(), h->l2.c_str(), h->op.c_str(), (unsigned long long)h->nnz,
+                    h->ok ? "ok" : "WRONG", best ? "ok" : "WRONG");
+      s << line;
+      continue;
+    }
+    const double sp = best->median_ms / h->median_ms;
+    auto& g = geo[h->op + " " + h->precision + " " + h->l2];
+    g.first += std::log(sp);
+    g.second += 1;
+    std::snprintf(line, sizeof line, "| %s | %s | %s | %s | %llu | %.4f | %.2f | %.0f | %.4f | %.2f | %.0f | %.2f |\n",
+                  h->matrix.c_str(), h->precision.c_str(), h->l2.c_str(), h->op.c_str(), (unsigned long long)h->nnz,
+                  h->median_ms, double(h->bytes) / double(h->nnz), gbps(h), best->median_ms,
+                  double(best->bytes) / double(best->nnz), gbps(best), sp);
+    s << line;
+  }
+  s << "\nGeometric-mean speedup of HiSparse over the best cuSPARSE algorithm (> 1: HiSparse faster):\n\n";
+  for (const auto& [k, g] : geo) {
+    std::snprintf(line, sizeof line, "- %s: %.2f over %d matrices\n", k.c_str(), std::exp(g.first / g.second), g.second);
+    s << line;
+  }
+  return s.str();
+}
+
+template <class V>
+Matrix<V> build_as(const Coo<double>& coo) {
+  if constexpr (std::is_same_v<V, double>) {
+    return build_matrix(coo);
+  } else {
+    Coo<V> c{coo.rows, coo.cols, coo.row, coo.col, {}};
+    c.val.assign(coo.val.begin(), coo.val.end());
+    return build_matrix(c);
+  }
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto c = std::make_shared<BenchCli>();
+  auto* sub = app.add_subcommand("bench", "SpMV and SpMV^T of HiSparse against cuSPARSE (GPU)");
+  sub->add_option("MATRIX", c->files, "extra matrix files (.mtx or .hsp)");
+  sub->add_option("--family", c->families, "extra generated matrix, e.g. rmat:scale=21 (repeatable)");
+  sub->add_option("--scale", c->scale, "million entries per default generated family (16)")->check(CLI::Range(0.01, 500.0));
+  sub->add_option("--matrices-dir", c->matrices_dir, "folder of the SuiteSparse suite (../shared/matrices)");
+  sub->add_flag("--no-suite", c->no_suite, "only the files and families given");
+  sub->add_option("--precision", c->precision, "f32, f64 or f32,f64 (default)");
+  sub->add_option("--l2", c->l2, "warm, cold or both (default warm)");
+  sub->add_option("--runs", c->opt.runs, "timed runs (100)")->check(CLI::Range(1, 100000));
+  sub->add_option("--warmup", c->opt.warmup, "warm-up runs (20)")->check(CLI::Range(0, 100000));
+  sub->add_option("--json", c->json, "write every record as JSON");
+  sub->add_option("--csv", c->csv, "write every record as CSV");
+  sub->add_option("--markdown", c->markdown, "write the summary table as Markdown");
+  sub->callback([c] {
+    if (c->l2 != "warm" && c->l2 != "cold" && c->l2 != "both") throw UsageError("--l2 must be warm, cold or both");
+    const bool f32 = c->precision.find("f32") != std::string::npos, f64 = c->precision.find("f64") != std::string::npos;
+    if (!f32 && !f64) throw UsageError("--precision must name f32 and/or f64");
+    if (!gpu_available()) throw Error("bench needs a CUDA device and a GPU build");
+    const auto in = inputs(*c);
+    std::vector<BenchRecord> rs;
+    const bool tty = isatty(fileno(stderr));
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      Coo<double> coo;
+      try {
+        coo = in[i].load();
+      } catch (const Error& e) {
+        std::fprintf(stderr, "%sskipped %s: %s\n", tty ? "\r\033[K" : "", in[i].name.c_str(), e.what());
+        continue;
+      }
+      for (bool cold : {false, true}) {
+        if ((cold && c->l2 == "warm") || (!cold && c->l2 == "cold")) continue;
+        BenchOptions o = c->opt;
+        o.cold = cold;
+        if (tty)
+          std::fprintf(stderr, "\r\033[K[%zu/%zu] %s (%zu entries, %s L2)", i + 1, in.size(), in[i].name.c_str(),
+                       coo.nnz(), cold ? "cold" : "warm");
+        if (f32) for (auto& r : bench_spmv(build_as<float>(coo), in[i].name, o)) rs.push_back(r);
+        if (f64) for (auto& r : bench_spmv(build_as<double>(coo), in[i].name, o)) rs.push_back(r);
+      }
+    }
+    if (tty) std::fprintf(stderr, "\r\033[K");
+    write_outputs(*c, rs);
+    const std::string md = summary(rs);
+    if (!c->markdown.empty()) write_file_atomically(c->markdown, [&](std::ostream& o) { o << md; });
+    std::printf("%s", md.c_str());
+    for (const auto& r : rs)
+      if (!r.ok) throw Error("bench: " + r.impl + " " + r.op + " on " + r.matrix + " gave a wrong result");
+  });
+}
+
+}  // namespace hisparse::cli
