@@ -35,11 +35,13 @@ __device__ bool linger(const DeviceState<Setup, State>* ds, const QueueView& vie
     unsigned backoff = 32;
     bool found = false;
     while (global_ns() < until) {
+        // Stop first: after an error claim_batch refuses to claim, so "items
+        // are available" alone would send the block round forever.
+        if (should_stop(ds->counters)) break;
         if (view.available_relaxed() > 0) {
             found = true;
             break;
         }
-        if (should_stop(ds->counters)) break;
         if (device_atomic<unsigned long long>(ds->counters->pending).load(cuda::memory_order_relaxed) == 0ull) break;
         __nanosleep(backoff);
         backoff = backoff < 512 ? backoff * 2 : 512;
