@@ -10,20 +10,20 @@ export HISPARSE_MATRICES_DIR="$PWD/.devbuild/matrices"
 out=${OUT:-/tmp}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 status=0
-for t in "$build"/ops/test-ops-gpu "$build"/runtime/tests/runtime-gpu-tests; do
+for t in ${TESTS:-"$build"/ops/test-ops-gpu "$build"/runtime/tests/runtime-gpu-tests}; do
   [ -x "$t" ] || continue
   echo "== $t"
-  "$t" --gtest_brief=1 >"$out/$(basename "$t").log" 2>&1
+  timeout "${TEST_TIMEOUT:-300}" "$t" --gtest_brief=1 >"$out/$(basename "$t").log" 2>&1
   rc=$?
   tail -n 25 "$out/$(basename "$t").log"
   echo "rc=$rc"
   [ $rc -eq 0 ] || status=1
 done
 echo "== demo"
-"$build"/tools/hisparse demo --grid "${DEMO_GRID:-2048}" || status=1
+timeout 300 "$build"/tools/hisparse demo --grid "${DEMO_GRID:-2048}" || status=1
 if [ "${BENCH:-0}" = 1 ]; then
   echo "== bench"
-  "$build"/tools/hisparse bench --matrices-dir "$HISPARSE_MATRICES_DIR" --scale "${BENCH_SCALE:-16}" --l2 "${BENCH_L2:-both}" \
+  timeout "${BENCH_TIMEOUT:-400}" "$build"/tools/hisparse bench --matrices-dir "$HISPARSE_MATRICES_DIR" --scale "${BENCH_SCALE:-16}" --l2 "${BENCH_L2:-both}" \
     --json "$out/bench.json" --csv "$out/bench.csv" --markdown "$out/bench.md" >"$out/bench.log" 2>&1 || status=1
   tail -n 8 "$out/bench.log"
 fi

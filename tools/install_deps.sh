@@ -13,6 +13,7 @@ packages=(
   nlohmann-json3-dev    # JSON output (info --json, benchmarks)
   libfast-float-dev     # fast number parsing in the Matrix Market reader
   libxxhash-dev         # .hsp file checksums
+  python3-matplotlib    # benchmark plots (tools/plot_bench.py)
 )
 
 missing=()
