@@ -52,21 +52,22 @@ __device__ void run_batch(const DeviceState<Setup, State>* ds, const BatchClaim&
         __device__ Slot() : none(0) {}
     } item;
     if (active) item.value = view.template read<Payload>(first + group);
+    // Every thread of the group holds its copy: the slot goes back to writers
+    // *before* the procedure runs. Releasing after the run would let a
+    // procedure that enqueues into its own queue wait for a slot its own block
+    // (or a block waiting on it) still holds: a deadlock once the ring wraps.
+    __syncthreads();
+    if (active && lane == 0) view.release(first + group);
+    if (tid == 0) view.release_room(count);
 
     if (active) {
         Context<Setup, State> ctx(ds, shared + static_cast<std::size_t>(group) * shared_per_item, group, threads, lane);
         P::run(static_cast<const Payload&>(item.value), lane, threads, ctx);
     }
-    // Slots go back to writers only now, after the barrier: every thread of a
-    // group has copied its item, and the release fence (which waits for this
-    // thread's earlier memory operations) stays off the path from dequeue to
-    // the procedure's own enqueues, the latency of a dependent chain.
     // Completion is counted after every enqueue of the batch has counted its
     // items in `pending`: pending can only reach zero when no work is left.
     __syncthreads();
-    if (active && lane == 0) view.release(first + group);
     if (tid == 0) {
-        view.release_room(count);
         __threadfence();
         atomicAdd(&ds->items_done[I], static_cast<unsigned long long>(count));
         atomicAdd(&ds->counters->pending, 0ull - count);  // no 64-bit atomicSub
