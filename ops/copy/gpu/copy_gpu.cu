@@ -11,7 +11,7 @@ namespace {
 using namespace copy_gpu;
 
 template <class V>
-using Setup = runtime::QueueSetup<256, runtime::ProcedureQueues<CopyNode<V>>>;
+using CopySetup = runtime::QueueSetup<256, runtime::ProcedureQueues<CopyNode<V>>>;
 
 struct Scratch {
   unsigned long long alloc;
@@ -39,7 +39,7 @@ DeviceMatrix<V> rebuild(const DeviceMatrix<V>& a, bool transpose, bool apply_sca
     cfg.controller = options.controller;
     cfg.default_capacity = static_cast<std::uint32_t>(std::min<std::uint64_t>(
         std::max<std::uint64_t>(1024, a.pool_bytes() / 16), 1u << 30));
-    runtime::Runtime<Setup<V>, CopyState<V>> rt(cfg, st, stream);
+    runtime::Runtime<CopySetup<V>, CopyState<V>> rt(cfg, st, stream);
     rt.template seed<CopyNode<V>>(CopyItem{a.root(), 0, &sc->root});
     rt.run();
   }

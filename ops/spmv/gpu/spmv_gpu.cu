@@ -13,7 +13,7 @@ namespace {
 using namespace spmv_gpu;
 
 template <class V>
-using Setup = runtime::QueueSetup<256, runtime::ProcedureQueues<InnerProcedure<V>>,
+using SpmvSetup = runtime::QueueSetup<256, runtime::ProcedureQueues<InnerProcedure<V>>,
                                   runtime::ProcedureQueues<LeafOne<V>>, runtime::ProcedureQueues<LeafSmall<V>>,
                                   runtime::ProcedureQueues<LeafLarge<V>>, runtime::ProcedureQueues<LeafDense<V>>>;
 
@@ -76,7 +76,7 @@ struct GpuSpmv<V>::Impl {
   const DeviceMatrix<V>* a;
   SpmvOptions options;
   cudaStream_t stream;
-  runtime::Runtime<Setup<V>, SpmvState<V>> rt;
+  runtime::Runtime<SpmvSetup<V>, SpmvState<V>> rt;
   DeviceBytes counts;  // leaf counts per bin (plan building)
   DeviceBytes lists;   // recorded leaves, bins back to back
   PlanBins plan{};
