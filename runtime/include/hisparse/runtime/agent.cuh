@@ -52,10 +52,7 @@ __device__ void run_batch(const DeviceState<Setup, State>* ds, const BatchClaim&
         __device__ Slot() : none(0) {}
     } item;
     if (active) item.value = view.template read<Payload>(first + group);
-    // Every thread of the group holds its copy: the slot goes back to writers
-    // *before* the procedure runs. Releasing after the run would let a
-    // procedure that enqueues into its own queue wait for a slot its own block
-    // (or a block waiting on it) still holds: a deadlock once the ring wraps.
+    // Every thread of the group holds its copy: the slot can go back to writers.
     __syncthreads();
     if (active && lane == 0) view.release(first + group);
     if (tid == 0) view.release_room(count);

@@ -50,7 +50,7 @@ struct RuntimeConfig {
     // (tail_launch and host_loop workers take a fixed share of the items that
     // were queued when they were launched; persistent blocks always loop.)
     bool drain = true;
-    std::uint32_t linger_us = 20;
+    std::uint32_t linger_us = 0;
     // A run that takes longer is stopped and reported as WatchdogTimeout.
     std::chrono::milliseconds watchdog{30000};
 };

@@ -58,16 +58,9 @@ __device__ void finish_run(const DeviceState<Setup, State>* ds) {
     __threadfence();
     auto* src = reinterpret_cast<volatile unsigned long long*>(ds->run_block);
     auto* dst = reinterpret_cast<volatile unsigned long long*>(ds->result);
-    // After an error or an abort, workers of this run may still be running
-    // (a controller stops early): the flags must stay set for them, so the
-    // counters are left alone and the host re-initialises them instead.
-    const bool clean = device_atomic<const unsigned>(ds->run_block->counters.error).load(cuda::memory_order_relaxed) ==
-                           0u &&
-                       device_atomic<const unsigned>(ds->run_block->counters.abort).load(cuda::memory_order_relaxed) ==
-                           0u;
     for (std::size_t i = 0; i < sizeof(RB) / sizeof(unsigned long long); ++i) {
         dst[i] = src[i];
-        if (clean) src[i] = 0ull;
+        src[i] = 0ull;
     }
     __threadfence_system();
 }

@@ -11,11 +11,8 @@
 // Writers first reserve room in `fill` (reserved and not yet released slots), so
 // a writer never laps a reader that has not claimed its slot: when writer p
 // waits, reader p - capacity already holds the slot and is about to release it.
-// Readers claim a count of published items and the positions for it in one
-// compare-and-swap on the claim word (available << 32 | low 32 bits of the
-// read position); the sequence word tells them when the bytes are there.
-// Positions compare modulo 2^32, which is exact because the capacity (a power
-// of two) divides 2^32.
+// Readers claim a count from `available` (published, unclaimed items) and then
+// positions from `head`; the sequence word tells them when the bytes are there.
 #include <cuda/atomic>
 #include <cuda_runtime.h>
 
@@ -24,14 +21,12 @@
 namespace hisparse::runtime {
 
 // Counters a controller polls, each on its own 128-byte line: writers hammer
-// tail/fill, readers the claim word, and false sharing would serialise them.
+// tail/fill, readers head/available, and false sharing would serialise them.
 struct QueueCounters {
-    alignas(128) unsigned long long tail;   // next write position
-    alignas(128) unsigned long long claim;  // published-unclaimed count << 32 | next read position (mod 2^32)
-    alignas(128) unsigned int fill;         // reserved by writers and not released by readers
-
-    // Published items nobody has claimed yet (host side: read from a snapshot).
-    [[nodiscard]] __host__ __device__ unsigned available() const { return static_cast<unsigned>(claim >> 32); }
+    alignas(128) unsigned long long tail;  // next write position
+    alignas(128) unsigned long long head;  // next read position
+    alignas(128) int available;            // published and not claimed (may dip below 0 briefly)
+    alignas(128) unsigned int fill;        // reserved by writers and not released by readers
 };
 
 // Per-run statistics and flags of one queue, reset before each run.
@@ -138,29 +133,22 @@ struct QueueView {
         static_cast<T*>(items)[slot] = item;
         detail::device_atomic<unsigned int>(*seq).store(static_cast<unsigned>(pos) + 1u, cuda::memory_order_release);
         __syncwarp(peers);
-        if (detail::lane_id() == leader) atomicAdd(&counters->claim, static_cast<unsigned long long>(count) << 32);
+        if (detail::lane_id() == leader) atomicAdd(&counters->available, static_cast<int>(count));
         return true;
     }
 
     // Claims up to `want` published items; one thread calls it. Returns the
-    // count and sets `first` to the first position (mod 2^32). One successful
-    // compare-and-swap takes both the count and the positions, so the claims
-    // never exceed the published items and no two readers share a position.
+    // count and sets `first` to the first position. Exact: the sum of claims
+    // never exceeds the published items (see the file comment).
     __device__ unsigned claim(unsigned want, unsigned long long& first) const {
-        detail::device_atomic<unsigned long long> word(counters->claim);
-        unsigned long long old = word.load(cuda::memory_order_relaxed);
-        while (true) {
-            const unsigned avail = static_cast<unsigned>(old >> 32);
-            if (avail == 0) return 0;
-            const unsigned got = avail < want ? avail : want;
-            const unsigned head = static_cast<unsigned>(old);
-            const unsigned long long desired =
-                (static_cast<unsigned long long>(avail - got) << 32) | static_cast<unsigned>(head + got);
-            if (word.compare_exchange_weak(old, desired, cuda::memory_order_relaxed)) {
-                first = head;
-                return got;
-            }
-        }
+        detail::device_atomic<int> avail(counters->available);
+        if (avail.load(cuda::memory_order_relaxed) <= 0) return 0;
+        const int old = atomicSub(&counters->available, static_cast<int>(want));
+        const int got = old <= 0 ? 0 : (old < static_cast<int>(want) ? old : static_cast<int>(want));
+        if (got < static_cast<int>(want)) atomicAdd(&counters->available, static_cast<int>(want) - got);
+        if (got == 0) return 0;
+        first = atomicAdd(&counters->head, static_cast<unsigned long long>(got));
+        return static_cast<unsigned>(got);
     }
 
     // Reads the item at a claimed position (any number of threads may read it).
@@ -181,8 +169,7 @@ struct QueueView {
     __device__ void release_room(unsigned count) const { atomicSub(&counters->fill, count); }
 
     __device__ int available_relaxed() const {
-        return static_cast<int>(
-            detail::device_atomic<unsigned long long>(counters->claim).load(cuda::memory_order_relaxed) >> 32);
+        return detail::device_atomic<int>(counters->available).load(cuda::memory_order_relaxed);
     }
     __device__ unsigned fill_relaxed() const {
         return detail::device_atomic<unsigned>(counters->fill).load(cuda::memory_order_relaxed);
@@ -198,7 +185,8 @@ __global__ void reinit_queue_kernel(QueueView q) {
     for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < q.capacity; i += stride) q.sequence[i] = i;
     if (blockIdx.x == 0 && threadIdx.x == 0) {
         q.counters->tail = 0;
-        q.counters->claim = 0;
+        q.counters->head = 0;
+        q.counters->available = 0;
         q.counters->fill = 0;
     }
 }

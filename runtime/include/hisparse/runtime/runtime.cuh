@@ -320,8 +320,8 @@ private:
             ++rounds;
             bool any = false;
             for (std::uint32_t q = 0; q < queue_count; ++q) {
-                const unsigned available = snapshot[q].available();
-                if (available == 0) continue;
+                const int available = snapshot[q].available;
+                if (available <= 0) continue;
                 const auto& rq = config_.queues[q];
                 const unsigned batches = (available + rq.items_per_block - 1) / rq.items_per_block;
                 const unsigned blocks = std::min<unsigned>(config_.max_blocks_per_launch, batches);
