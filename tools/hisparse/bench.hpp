@@ -13,6 +13,7 @@ struct BenchOptions {
   int warmup = 20;
   int runs = 100;
   bool cold = false;  // flush the L2 (write a buffer twice its size) before every timed run
+  bool controllers = false;  // also time a full runtime traversal per call under every controller
 };
 
 struct BenchRecord {

@@ -115,6 +115,14 @@ std::vector<BenchRecord> bench_spmv(const Matrix<V>& host, const std::string& na
       out.push_back(r);
     };
     record("hisparse", a.pool_bytes(), [&] { plan(dx.as<V>(), dy.as<V>(), V(1), V(0)); });
+    if (o.controllers) {
+      // The paper's way: a full runtime traversal per call, under each controller.
+      for (runtime::Controller c : runtime::all_controllers) {
+        ops::GpuSpmv<V> rt_plan(a, ops::SpmvOptions{c, false});
+        const std::string impl = "hisparse-runtime-" + std::string(runtime::to_string(c));
+        record(impl.c_str(), a.pool_bytes(), [&] { rt_plan(dx.as<V>(), dy.as<V>(), V(1), V(0)); });
+      }
+    }
     record("cusparse-alg1", alg1.bytes(), [&] { alg1.spmv(t, dx.as<V>(), dy.as<V>(), V(1), V(0)); });
     record("cusparse-alg2", alg2.bytes(), [&] { alg2.spmv(t, dx.as<V>(), dy.as<V>(), V(1), V(0)); });
   }

@@ -183,6 +183,7 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--l2", c->l2, "warm, cold or both (default warm)");
   sub->add_option("--runs", c->opt.runs, "timed runs (100)")->check(CLI::Range(1, 100000));
   sub->add_option("--warmup", c->opt.warmup, "warm-up runs (20)")->check(CLI::Range(0, 100000));
+  sub->add_flag("--controllers", c->opt.controllers, "also time SpMV as one runtime traversal per call under each controller");
   sub->add_option("--json", c->json, "write every record as JSON");
   sub->add_option("--csv", c->csv, "write every record as CSV");
   sub->add_option("--markdown", c->markdown, "write the summary table as Markdown");
