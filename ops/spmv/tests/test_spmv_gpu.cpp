@@ -37,20 +37,15 @@ struct DeviceVector {
   V* ptr() const { return bytes.as<V>(); }
 };
 
-// |alpha| * sum |scale a x| + |beta y| per row: the scale rounding errors live on.
+// Per row, |alpha| * sum |scale * a * x| + |beta * y|: the size of the terms
+// whose rounding the GPU's reordered sums may differ in.
 template <class V>
 std::vector<double> magnitude(const Matrix<V>& a, const std::vector<V>& x, const std::vector<V>& y, V alpha, V beta) {
-  std::vector<V> ax(x.size()), zero(y.size());
-  for (std::size_t i = 0; i < x.size(); ++i) ax[i] = std::abs(x[i]);
-  const Matrix<V> abs_a = a.scaled(a.scale() < V(0) ? V(-1) : V(1));
-  std::vector<double> m(y.size());
-  // Entries can be negative: bound by the reference on |A| via a second pass.
-  std::vector<V> out(y.size());
-  Coo<V> coo = to_coo(abs_a);
-  std::vector<double> acc(y.size(), 0.0);
-  for (std::size_t k = 0; k < coo.nnz(); ++k) acc[coo.row[k]] += std::abs(double(coo.val[k]) * double(x[coo.col[k]]));
+  const Coo<V> coo = to_coo(a);  // logical entries, scale applied
+  std::vector<double> m(y.size(), 0.0);
+  for (std::size_t k = 0; k < coo.nnz(); ++k) m[coo.row[k]] += std::abs(double(coo.val[k]) * double(x[coo.col[k]]));
   for (std::size_t i = 0; i < y.size(); ++i)
-    m[i] = std::abs(double(alpha)) * acc[i] + (beta == V(0) ? 0.0 : std::abs(double(beta) * double(y[i])));
+    m[i] = std::abs(double(alpha)) * m[i] + (beta == V(0) ? 0.0 : std::abs(double(beta) * double(y[i])));
   return m;
 }
 
