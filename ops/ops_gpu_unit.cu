@@ -3,9 +3,8 @@
 // Why: the runtime's setup-independent kernels (queue re-initialisation)
 // are templates that every TU using the runtime instantiates. With separate
 // TUs in one device-linked library, each TU registers its own copy and the
-// CUDA runtime reports duplicate kernel entries; in release builds this broke
-// launches (a host crash inside Runtime setup, seen on the H100). One TU
-// instantiates each runtime kernel once. Op packages keep their .cu files in
-// their own folders and are listed here.
+// CUDA runtime reports duplicate kernel entries. One TU instantiates each
+// runtime kernel once. Op packages keep their .cu files in their own folders
+// and are listed here.
 #include "spmv/gpu/spmv_gpu.cu"
 #include "copy/gpu/copy_gpu.cu"
