@@ -7,6 +7,8 @@ build_root=$1
 src_root=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# `meson test` builds only what the tests need; installing needs every target.
+ninja -C "$build_root" >"$work/build.log" 2>&1 || { tail -30 "$work/build.log"; exit 1; }
 meson install -C "$build_root" --no-rebuild --destdir "$work/root" >"$work/install.log" 2>&1 || { cat "$work/install.log"; exit 1; }
 prefix=$(meson introspect "$build_root" --buildoptions | python3 -c "import json,sys; print(next(o['value'] for o in json.load(sys.stdin) if o['name']=='prefix'))")
 pc_dir=$(dirname "$(find "$work/root" -name hisparse.pc | head -1)")
