@@ -8,6 +8,7 @@
 
 #include "hisparse/formats/node_writer.hpp"
 #include "hisparse/formats/traverse.hpp"
+#include "radix_sort.hpp"
 
 namespace hisparse {
 namespace {
@@ -71,26 +72,39 @@ Matrix<V> build_matrix(const Coo<V>& coo, std::uint32_t node_size) {
   const std::uint32_t L = shape.depth;
   const std::uint32_t b = shape.log2_node_size;
 
-  // Sort into tree order; ties keep input order so duplicates sum deterministically.
+  // Sort into tree order; ties keep input order so duplicates sum
+  // deterministically. A stable radix sort over the key bits in use (64-bit
+  // keys whenever they fit, which is every matrix up to 2^32 with d = 128).
   const std::size_t n_in = coo.val.size();
-  std::vector<std::pair<Key, std::uint64_t>> order(n_in);
-  for (std::size_t i = 0; i < n_in; ++i) order[i] = {codec.encode(coo.row[i], coo.col[i]), i};
-  std::sort(order.begin(), order.end());
+  const unsigned key_bits = 2 * L * b;
+  std::vector<std::uint64_t> order(n_in);
+  std::iota(order.begin(), order.end(), std::uint64_t{0});
+  std::vector<Key> sorted_keys;
+  if (key_bits <= 64) {
+    std::vector<std::uint64_t> k64(n_in);
+    for (std::size_t i = 0; i < n_in; ++i) k64[i] = static_cast<std::uint64_t>(codec.encode(coo.row[i], coo.col[i]));
+    detail::radix_sort_pairs(k64, order, key_bits);
+    sorted_keys.assign(k64.begin(), k64.end());
+  } else {
+    sorted_keys.resize(n_in);
+    for (std::size_t i = 0; i < n_in; ++i) sorted_keys[i] = codec.encode(coo.row[i], coo.col[i]);
+    detail::radix_sort_pairs(sorted_keys, order, key_bits);
+  }
 
   std::vector<Key> keys;
   std::vector<V> vals;
   keys.reserve(n_in);
   vals.reserve(n_in);
   for (std::size_t i = 0; i < n_in; ++i) {
-    if (!keys.empty() && keys.back() == order[i].first) {
-      vals.back() += coo.val[order[i].second];
+    if (!keys.empty() && keys.back() == sorted_keys[i]) {
+      vals.back() += coo.val[order[i]];
     } else {
-      keys.push_back(order[i].first);
-      vals.push_back(coo.val[order[i].second]);
+      keys.push_back(sorted_keys[i]);
+      vals.push_back(coo.val[order[i]]);
     }
   }
-  order.clear();
-  order.shrink_to_fit();
+  order = {};
+  sorted_keys = {};
   const std::uint64_t n = keys.size();
   if (n == 0) return Matrix<V>(Matrix<V>::empty_content(coo.rows, coo.cols, node_size));
 

@@ -1,0 +1,45 @@
+#pragma once
+// Stable LSD radix sort of (key, payload) pairs by key, 16 bits per pass.
+// Passes whose digit is the same for every element are skipped, so a key
+// type wider than the bits in use costs nothing extra. Stability is what the
+// builder relies on: equal keys (duplicate entries) keep their input order.
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace hisparse::detail {
+
+template <class Key, class Payload>
+void radix_sort_pairs(std::vector<Key>& keys, std::vector<Payload>& payload, unsigned key_bits) {
+  constexpr unsigned digit_bits = 16;
+  constexpr std::size_t buckets = std::size_t{1} << digit_bits;
+  const std::size_t n = keys.size();
+  std::vector<Key> tmp_keys(n);
+  std::vector<Payload> tmp_payload(n);
+  std::vector<std::size_t> count(buckets);
+  for (unsigned shift = 0; shift < key_bits; shift += digit_bits) {
+    std::fill(count.begin(), count.end(), 0);
+    for (std::size_t i = 0; i < n; ++i) ++count[static_cast<std::size_t>(keys[i] >> shift) & (buckets - 1)];
+    bool trivial = false;
+    for (std::size_t c : count) {
+      if (c == n) trivial = true;
+      if (c != 0) break;
+    }
+    if (trivial || n == 0) continue;  // every element has the same digit: order unchanged
+    std::size_t sum = 0;
+    for (auto& c : count) {
+      const std::size_t k = c;
+      c = sum;
+      sum += k;
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t slot = count[static_cast<std::size_t>(keys[i] >> shift) & (buckets - 1)]++;
+      tmp_keys[slot] = keys[i];
+      tmp_payload[slot] = payload[i];
+    }
+    keys.swap(tmp_keys);
+    payload.swap(tmp_payload);
+  }
+}
+
+}  // namespace hisparse::detail
