@@ -220,6 +220,23 @@ class Cli(unittest.TestCase):
         self.assertEqual(p.returncode, 1)
         self.assertEqual([n for n in os.listdir(self.dir) if ".tmp" in n], [], "no temporary files left behind")
 
+    def test_bench_host_conversion(self):
+        out = self.path("conv.json")
+        p = run("bench", "--host-only", "--no-suite", "--family", "laplace2d:n=40", "--family", "rmat:scale=10",
+                "--precision", "f32", "--json", out, "--csv", self.path("conv.csv"))
+        self.assertIn("to HiSparse ms", p.stdout)
+        recs = json.load(open(out))
+        self.assertEqual(len(recs), 4)
+        for r in recs:
+            self.assertEqual((r["op"], r["precision"], r["l2"]), ("convert", "f32", "host"))
+            self.assertIn(r["impl"], ("hisparse-build", "csr-build"))
+            self.assertTrue(r["ok"])
+            self.assertGreater(r["median_ms"], 0)
+        lap = [r for r in recs if r["matrix"] == "laplace2d:n=40"]
+        self.assertEqual({r["nnz"] for r in lap}, {5 * 40 * 40 - 4 * 40})
+        self.assertEqual(open(self.path("conv.csv")).read().count("\n"), 5)
+        self.assertEqual(run("bench", "--l2", "lukewarm", ok=False).returncode, 2)
+
     def test_demo(self):
         p = run("demo", "--grid", "64", "--device", "host")
         self.assertIn("HiSparse / CSR", p.stdout)

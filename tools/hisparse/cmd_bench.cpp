@@ -5,7 +5,9 @@
 // SuiteSparse set, generated families and given files; every result checked.
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
+#include <numeric>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +21,7 @@
 #include "device.hpp"
 #include "hisparse/formats/atomic_file.hpp"
 #include "hisparse/formats/builder.hpp"
+#include "hisparse/formats/hsp_file.hpp"
 #include "hisparse/formats/matrix_market.hpp"
 #include "hisparse/gen/generators.hpp"
 #include "matrix_io.hpp"
@@ -29,7 +32,7 @@ namespace {
 struct BenchCli {
   std::vector<std::string> files, families;
   std::string matrices_dir = "../shared/matrices";
-  bool no_suite = false;
+  bool no_suite = false, conversion = false, host_only = false;
   double scale = 16;  // million entries per generated family
   std::string precision = "f32,f64", l2 = "warm", json, csv, markdown;
   BenchOptions opt;
@@ -150,12 +153,103 @@ std::string summary(const std::vector<BenchRecord>& rs) {
                   double(best->bytes) / double(best->nnz), gbps(best), sp);
     s << line;
   }
-  s << "\nGeometric-mean speedup of HiSparse over the best cuSPARSE algorithm (> 1: HiSparse faster):\n\n";
+  // Conversion timings (host), when measured.
+  std::map<std::pair<std::string, std::string>, std::map<std::string, const BenchRecord*>> conv;
+  std::vector<std::pair<std::string, std::string>> conv_order;
+  for (const auto& r : rs)
+    if (r.op == "convert") {
+      const auto key = std::pair{r.matrix, r.precision};
+      if (!conv.count(key)) conv_order.push_back(key);
+      conv[key][r.impl] = &r;
+    }
+  if (!conv_order.empty()) {
+    s << "\nConversion from a coordinate list on the host (median of 5):\n\n"
+         "| matrix | prec | nnz | to HiSparse ms | to CSR ms | HiSparse / CSR |\n| --- | --- | ---: | ---: | ---: | ---: |\n";
+    for (const auto& key : conv_order) {
+      const auto& m = conv[key];
+      if (!m.count("hisparse-build") || !m.count("csr-build")) continue;
+      const BenchRecord* h = m.at("hisparse-build");
+      const BenchRecord* c = m.at("csr-build");
+      std::snprintf(line, sizeof line, "| %s | %s | %llu | %.1f | %.1f | %.2f |\n", h->matrix.c_str(), h->precision.c_str(),
+                    (unsigned long long)h->nnz, h->median_ms, c->median_ms, h->median_ms / c->median_ms);
+      s << line;
+    }
+  }
+  if (!geo.empty()) s << "\nGeometric-mean speedup of HiSparse over the best cuSPARSE algorithm (> 1: HiSparse faster):\n\n";
   for (const auto& [k, g] : geo) {
     std::snprintf(line, sizeof line, "- %s: %.2f over %d matrices\n", k.c_str(), std::exp(g.first / g.second), g.second);
     s << line;
   }
   return s.str();
+}
+
+// Host conversion cost from a coordinate list: into HiSparse (the two-step
+// builder) and, as the baseline, into CSR the usual way (sort by row and
+// column, sum duplicates, prefix-sum the row counts). Median of `runs`.
+template <class V>
+std::vector<BenchRecord> bench_conversion(const Coo<V>& coo, const std::string& name, int runs) {
+  using clock = std::chrono::steady_clock;
+  auto median = [&](auto&& f) {
+    std::vector<double> t(runs);
+    for (int i = 0; i < runs; ++i) {
+      const auto a = clock::now();
+      f();
+      t[i] = std::chrono::duration<double, std::milli>(clock::now() - a).count();
+    }
+    std::sort(t.begin(), t.end());
+    double mean = 0;
+    for (double v : t) mean += v / runs;
+    double var = 0;
+    for (double v : t) var += (v - mean) * (v - mean) / runs;
+    return std::tuple{t[t.size() / 2], mean, std::sqrt(var)};
+  };
+  std::uint64_t hbytes = 0, cbytes = 0, nnz = 0;
+  const auto [hm, hmean, hstd] = median([&] {
+    const Matrix<V> m = build_matrix(coo);
+    hbytes = m.pool_bytes() + hsp_header_bytes;
+    nnz = m.nnz();
+  });
+  const auto [cm, cmean, cstd] = median([&] {
+    std::vector<std::uint64_t> order(coo.nnz());
+    std::iota(order.begin(), order.end(), std::uint64_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](std::uint64_t a, std::uint64_t b) {
+      return coo.row[a] != coo.row[b] ? coo.row[a] < coo.row[b] : coo.col[a] < coo.col[b];
+    });
+    Csr<V> csr;
+    csr.rows = coo.rows;
+    csr.cols = coo.cols;
+    csr.row_ptr.assign(coo.rows + 1, 0);
+    for (std::size_t k = 0; k < order.size(); ++k) {
+      const auto i = order[k];
+      if (k > 0 && coo.row[i] == coo.row[order[k - 1]] && coo.col[i] == coo.col[order[k - 1]]) {
+        csr.val.back() += coo.val[i];
+        continue;
+      }
+      ++csr.row_ptr[coo.row[i] + 1];
+      csr.col.push_back(coo.col[i]);
+      csr.val.push_back(coo.val[i]);
+    }
+    std::partial_sum(csr.row_ptr.begin(), csr.row_ptr.end(), csr.row_ptr.begin());
+    cbytes = (csr.rows + 1) * 4 + csr.nnz() * (4 + sizeof(V));
+  });
+  auto rec = [&](const char* impl, double med, double mean, double sd, std::uint64_t bytes) {
+    BenchRecord r;
+    r.matrix = name;
+    r.op = "convert";
+    r.impl = impl;
+    r.precision = std::is_same_v<V, float> ? "f32" : "f64";
+    r.l2 = "host";
+    r.rows = coo.rows;
+    r.cols = coo.cols;
+    r.nnz = nnz;
+    r.median_ms = med;
+    r.mean_ms = mean;
+    r.std_ms = sd;
+    r.bytes = bytes;
+    r.ok = true;
+    return r;
+  };
+  return {rec("hisparse-build", hm, hmean, hstd, hbytes), rec("csr-build", cm, cmean, cstd, cbytes)};
 }
 
 template <class V>
@@ -183,6 +277,8 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--l2", c->l2, "warm, cold or both (default warm)");
   sub->add_option("--runs", c->opt.runs, "timed runs (100)")->check(CLI::Range(1, 100000));
   sub->add_option("--warmup", c->opt.warmup, "warm-up runs (20)")->check(CLI::Range(0, 100000));
+  sub->add_flag("--conversion", c->conversion, "also time COO -> HiSparse and COO -> CSR conversion on the host");
+  sub->add_flag("--host-only", c->host_only, "only the host conversion timings (no GPU needed; implies --conversion)");
   sub->add_flag("--controllers", c->opt.controllers, "also time SpMV as one runtime traversal per call under each controller");
   sub->add_option("--json", c->json, "write every record as JSON");
   sub->add_option("--csv", c->csv, "write every record as CSV");
@@ -191,7 +287,8 @@ void add_bench_command(CLI::App& app) {
     if (c->l2 != "warm" && c->l2 != "cold" && c->l2 != "both") throw UsageError("--l2 must be warm, cold or both");
     const bool f32 = c->precision.find("f32") != std::string::npos, f64 = c->precision.find("f64") != std::string::npos;
     if (!f32 && !f64) throw UsageError("--precision must name f32 and/or f64");
-    if (!gpu_available()) throw Error("bench needs a CUDA device and a GPU build");
+    if (c->host_only) c->conversion = true;
+    else if (!gpu_available()) throw Error("bench needs a CUDA device and a GPU build (or --host-only)");
     const auto in = inputs(*c);
     std::vector<BenchRecord> rs;
     const bool tty = isatty(fileno(stderr));
@@ -203,6 +300,13 @@ void add_bench_command(CLI::App& app) {
         std::fprintf(stderr, "%sskipped %s: %s\n", tty ? "\r\033[K" : "", in[i].name.c_str(), e.what());
         continue;
       }
+      if (c->conversion) {
+        Coo<float> c32{coo.rows, coo.cols, coo.row, coo.col, {}};
+        c32.val.assign(coo.val.begin(), coo.val.end());
+        if (f32) for (auto& r : bench_conversion(c32, in[i].name, 5)) rs.push_back(r);
+        if (f64) for (auto& r : bench_conversion(coo, in[i].name, 5)) rs.push_back(r);
+      }
+      if (c->host_only) continue;
       for (bool cold : {false, true}) {
         if ((cold && c->l2 == "warm") || (!cold && c->l2 == "cold")) continue;
         BenchOptions o = c->opt;
