@@ -2,7 +2,10 @@
 # Runs the GPU test suites, the demo and (optionally) benchmarks on a machine
 # with a GPU, from a build folder made elsewhere and carried over together
 # with .devbuild/ (lib/: spdlog, fmt, xxhash; matrices/: the SuiteSparse set).
-# Usage: [BENCH=1 BENCH_SCALE=16 BENCH_L2=both DEMO_GRID=2048] tools/gpu_check.sh BUILD_DIR [sanitize]
+# Usage: [TESTS="bin ..."] [BENCH=1 BENCH_SCALE=16 BENCH_L2=both BENCH_ARGS="--controllers"] [DEMO_GRID=2048]
+#        tools/gpu_check.sh BUILD_DIR [sanitize]
+# Build BUILD_DIR here first (ninja), copy libspdlog/libfmt/libxxhash into
+# .devbuild/lib and the matrices into .devbuild/matrices, carry both.
 set -u
 build=${1:-build}
 export LD_LIBRARY_PATH="$PWD/.devbuild/lib:${LD_LIBRARY_PATH:-}"
@@ -24,13 +27,14 @@ timeout 300 "$build"/tools/hisparse demo --grid "${DEMO_GRID:-2048}" || status=1
 if [ "${BENCH:-0}" = 1 ]; then
   echo "== bench"
   timeout "${BENCH_TIMEOUT:-400}" "$build"/tools/hisparse bench --matrices-dir "$HISPARSE_MATRICES_DIR" --scale "${BENCH_SCALE:-16}" --l2 "${BENCH_L2:-both}" \
-    --json "$out/bench.json" --csv "$out/bench.csv" --markdown "$out/bench.md" >"$out/bench.log" 2>&1 || status=1
+    ${BENCH_ARGS:-} --json "$out/bench.json" --csv "$out/bench.csv" --markdown "$out/bench.md" >"$out/bench.log" 2>&1 || status=1
   tail -n 8 "$out/bench.log"
 fi
 if [ "${2:-}" = sanitize ]; then
   for tool in memcheck racecheck synccheck; do
-    echo "== compute-sanitizer --tool $tool (SpmvGpu.Extreme*)"
-    compute-sanitizer --tool "$tool" --error-exitcode 9 "$build"/ops/test-ops-gpu --gtest_filter='SpmvGpu.ExtremeShapes' --gtest_brief=1 2>&1 | tail -n 6
+    echo "== compute-sanitizer --tool $tool (ops: extreme shapes, copy)"
+    timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 9 "$build"/ops/test-ops-gpu \
+      --gtest_filter='SpmvGpu.ExtremeShapes:CopyGpu.*' --gtest_brief=1 2>&1 | tail -n 6
   done
 fi
 exit $status
