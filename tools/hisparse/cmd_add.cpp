@@ -28,7 +28,7 @@ void add_add_command(CLI::App& app) {
   sub->add_option("--alpha", opt->alpha, "alpha (default 1)");
   sub->add_option("--beta", opt->beta, "beta (default 1)");
   sub->add_option("--device", opt->device, "host (the GPU add is not built yet)");
-  sub->add_option("--precision", opt->precision, "f32 or f64 (default: A's)");
+  sub->add_option("--precision", opt->precision, "f32, f64, c64 or c128 (default: A's)");
   sub->callback([opt] {
     check_extension(opt->out, "output file");
     // Sparse add runs on the host reference; the GPU add is a later op package.
@@ -37,7 +37,7 @@ void add_add_command(CLI::App& app) {
     const auto precision = opt->precision ? std::optional(parse_precision(*opt->precision)) : std::nullopt;
     const AnyMatrix a = load_matrix(opt->a, std::nullopt, precision);
     // B follows A's precision and node size.
-    const Precision pa = std::holds_alternative<Matrix<float>>(a) ? Precision::f32 : Precision::f64;
+    const Precision pa = std::visit([](const auto& m) { return precision_of<typename std::decay_t<decltype(m)>::value_type>(); }, a);
     const std::uint32_t d = std::visit([](const auto& m) { return m.node_size(); }, a);
     const AnyMatrix b = std::visit([&](const auto& m) { return as_precision(m, pa, d); },
                                    load_matrix(opt->b, d, pa));

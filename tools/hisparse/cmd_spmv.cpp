@@ -34,8 +34,14 @@ void run(const SpmvOptions& o, Matrix<V> a) {
                   " rows");
   }
   const auto alpha = static_cast<V>(o.alpha), beta = static_cast<V>(o.beta);
-  if (resolve_device(o.device) == Device::gpu) gpu_spmv<V>(a, x, y, alpha, beta);
-  else ops::spmv_reference<V>(a, x, y, alpha, beta);
+  if constexpr (is_complex_v<V>) {
+    // The GPU procedures are built for f32 and f64; complex runs the reference.
+    if (o.device == "gpu") throw Error("spmv: --device gpu handles f32 and f64; complex matrices run on the host");
+    ops::spmv_reference<V>(a, x, y, alpha, beta);
+  } else {
+    if (resolve_device(o.device) == Device::gpu) gpu_spmv<V>(a, x, y, alpha, beta);
+    else ops::spmv_reference<V>(a, x, y, alpha, beta);
+  }
   write_vector<V>(o.out, y);
 }
 
@@ -52,7 +58,7 @@ void add_spmv_command(CLI::App& app) {
   auto* beta = sub->add_option("--beta", opt->beta, "beta (default 0); needs --y");
   sub->add_option("--y", opt->y0, "input vector y for beta != 0")->needs(beta);
   sub->add_option("--device", opt->device, "host or gpu (default: gpu when present)");
-  sub->add_option("--precision", opt->precision, "f32 or f64 (default: f64, or the .hsp file's)");
+  sub->add_option("--precision", opt->precision, "f32, f64, c64 or c128 (default: f64, c128 for complex files, or the .hsp file's)");
   sub->callback([opt] {
     if (opt->beta != 0.0 && opt->y0.empty()) throw UsageError("--beta other than 0 needs --y Y0.mtx");
     resolve_device(opt->device);  // usage errors before any file is read

@@ -44,20 +44,39 @@ CLI::Validator node_size_validator() {
 Precision parse_precision(const std::string& s) {
   if (s == "f32") return Precision::f32;
   if (s == "f64") return Precision::f64;
-  throw UsageError("--precision must be f32 or f64, not '" + s + "'");
+  if (s == "c64") return Precision::c64;
+  if (s == "c128") return Precision::c128;
+  throw UsageError("--precision must be f32, f64, c64 or c128, not '" + s + "'");
 }
+
+namespace {
+template <class To, class From>
+AnyMatrix rebuild_as(Coo<From>&& coo, std::uint32_t node_size) {
+  if constexpr (is_complex_v<From> && !is_complex_v<To>) {
+    throw Error("complex values cannot be converted to a real precision (the imaginary parts would be lost)");
+  } else {
+    return build_matrix(convert_values<To>(std::move(coo)), node_size);
+  }
+}
+}  // namespace
 
 template <class V>
 AnyMatrix as_precision(const Matrix<V>& m, Precision p, std::uint32_t node_size) {
-  const bool same_type = (p == Precision::f32) == std::is_same_v<V, float>;
-  if (same_type && node_size == m.node_size()) return m;
+  if (p == precision_of<V>() && node_size == m.node_size()) return m;
   // Re-blocking or a precision change goes through the logical coordinate list.
   Coo<V> coo = to_coo(m);
-  if (p == Precision::f32) return build_matrix(convert_values<float>(std::move(coo)), node_size);
-  return build_matrix(convert_values<double>(std::move(coo)), node_size);
+  switch (p) {
+    case Precision::f32: return rebuild_as<float>(std::move(coo), node_size);
+    case Precision::f64: return rebuild_as<double>(std::move(coo), node_size);
+    case Precision::c64: return rebuild_as<std::complex<float>>(std::move(coo), node_size);
+    case Precision::c128: break;
+  }
+  return rebuild_as<std::complex<double>>(std::move(coo), node_size);
 }
 template AnyMatrix as_precision(const Matrix<float>&, Precision, std::uint32_t);
 template AnyMatrix as_precision(const Matrix<double>&, Precision, std::uint32_t);
+template AnyMatrix as_precision(const Matrix<std::complex<float>>&, Precision, std::uint32_t);
+template AnyMatrix as_precision(const Matrix<std::complex<double>>&, Precision, std::uint32_t);
 
 AnyMatrix load_matrix(const std::filesystem::path& file, std::optional<std::uint32_t> node_size,
                       std::optional<Precision> precision) {
@@ -66,17 +85,30 @@ AnyMatrix load_matrix(const std::filesystem::path& file, std::optional<std::uint
   if (is_hsp(file)) {
     const HspInfo info = read_hsp_info(file);
     AnyMatrix m;
-    if (info.value_type == ValueType::f32) m = load_hsp<float>(file);
-    else if (info.value_type == ValueType::f64) m = load_hsp<double>(file);
-    else throw Error(file.string() + ": holds " + value_type_name(info.value_type) + " values; the command line handles f32 and f64");
+    switch (info.value_type) {
+      case ValueType::f32: m = load_hsp<float>(file); break;
+      case ValueType::f64: m = load_hsp<double>(file); break;
+      case ValueType::c64: m = load_hsp<std::complex<float>>(file); break;
+      case ValueType::c128: m = load_hsp<std::complex<double>>(file); break;
+    }
     return std::visit([&](const auto& mm) {
-      return as_precision(mm, precision.value_or(std::is_same_v<typename std::decay_t<decltype(mm)>::value_type, float> ? Precision::f32 : Precision::f64),
-                          node_size.value_or(mm.node_size()));
+      using V = typename std::decay_t<decltype(mm)>::value_type;
+      try {
+        return as_precision(mm, precision.value_or(precision_of<V>()), node_size.value_or(mm.node_size()));
+      } catch (const Error& e) {
+        throw Error(file.string() + ": " + e.what());
+      }
     }, m);
   }
   const std::uint32_t d = node_size.value_or(default_node_size);
-  if (precision.value_or(Precision::f64) == Precision::f32) return build_matrix(read_matrix_market<float>(file), d);
-  return build_matrix(read_matrix_market<double>(file), d);
+  const bool complex_file = read_matrix_market_header(file).field == MmField::complex;
+  switch (precision.value_or(complex_file ? Precision::c128 : Precision::f64)) {
+    case Precision::f32: return build_matrix(read_matrix_market<float>(file), d);
+    case Precision::f64: return build_matrix(read_matrix_market<double>(file), d);
+    case Precision::c64: return build_matrix(read_matrix_market<std::complex<float>>(file), d);
+    case Precision::c128: break;
+  }
+  return build_matrix(read_matrix_market<std::complex<double>>(file), d);
 }
 
 void save_matrix(const std::filesystem::path& file, const AnyMatrix& m) {

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <complex>
 #include <variant>
 
 #include <CLI/CLI.hpp>
@@ -17,12 +18,23 @@ struct UsageError : Error {
   using Error::Error;
 };
 
-using AnyMatrix = std::variant<Matrix<float>, Matrix<double>>;
+using AnyMatrix = std::variant<Matrix<float>, Matrix<double>, Matrix<std::complex<float>>, Matrix<std::complex<double>>>;
 
-enum class Precision { f32, f64 };
+// Value types of the command line: f32, f64 and complex c64, c128.
+enum class Precision { f32, f64, c64, c128 };
 Precision parse_precision(const std::string& s);
 
+template <class V>
+constexpr Precision precision_of() {
+  if constexpr (std::is_same_v<V, float>) return Precision::f32;
+  else if constexpr (std::is_same_v<V, double>) return Precision::f64;
+  else if constexpr (std::is_same_v<V, std::complex<float>>) return Precision::c64;
+  else return Precision::c128;
+}
+
 // node_size: nullopt keeps an .hsp file's own node size (default 128 for .mtx).
+// precision: nullopt keeps an .hsp file's value type; .mtx files default to
+// f64, or c128 when the file holds complex values.
 AnyMatrix load_matrix(const std::filesystem::path& file, std::optional<std::uint32_t> node_size,
                       std::optional<Precision> precision);
 
