@@ -142,6 +142,8 @@ struct GpuSpmv<V>::Impl {
 
   void operator()(const V* x, V* y, V alpha, V beta) {
     const std::uint64_t rows = a->rows();
+    if ((rows > 0 && y == nullptr) || (a->cols() > 0 && x == nullptr))
+      throw Error("spmv: x and y must be device pointers to op(A).cols() and op(A).rows() values, not null");
     if (rows > 0) {
       const auto grid = static_cast<unsigned>(std::min<std::uint64_t>((rows + 255) / 256, 65536));
       scale_y<V><<<grid, 256, 0, stream>>>(y, rows, beta);
