@@ -4,8 +4,8 @@
 # with .devbuild/ (lib/: spdlog, fmt, xxhash; matrices/: the SuiteSparse set).
 # Usage: [TESTS="bin ..."] [BENCH=1 BENCH_SCALE=16 BENCH_L2=both BENCH_ARGS="--controllers"] [DEMO_GRID=2048]
 #        tools/gpu_check.sh BUILD_DIR [sanitize]
-# Build BUILD_DIR here first (ninja), copy libspdlog/libfmt/libxxhash into
-# .devbuild/lib and the matrices into .devbuild/matrices, carry both.
+# Prepare with tools/prepare_devbuild.sh BUILD_DIR on the development machine,
+# then carry BUILD_DIR and .devbuild.
 set -u
 build=${1:-build}
 export LD_LIBRARY_PATH="$PWD/.devbuild/lib:${LD_LIBRARY_PATH:-}"
