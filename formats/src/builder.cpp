@@ -46,6 +46,7 @@ struct SkeletonLevel {
   std::vector<std::uint32_t> count;   // entries (leaf) or children (inner)
   std::vector<NodeChoice> choice;
   std::vector<std::uint64_t> offset;
+  std::vector<bool> dropped;  // leaves inside a COOW node are not written
   [[nodiscard]] std::size_t size() const { return count.size(); }
 };
 
@@ -65,7 +66,8 @@ void check_coo(const Coo<V>& coo) {
 }  // namespace
 
 template <class V>
-Matrix<V> build_matrix(const Coo<V>& coo, std::uint32_t node_size) {
+Matrix<V> build_matrix(const Coo<V>& coo, const BuildOptions& options) {
+  const std::uint32_t node_size = options.node_size;
   const Shape shape = Shape::make(coo.rows, coo.cols, node_size);
   check_coo(coo);
   const KeyCodec codec{shape.log2_node_size, shape.depth};
@@ -106,7 +108,11 @@ Matrix<V> build_matrix(const Coo<V>& coo, std::uint32_t node_size) {
   order = {};
   sorted_keys = {};
   const std::uint64_t n = keys.size();
-  if (n == 0) return Matrix<V>(Matrix<V>::empty_content(coo.rows, coo.cols, node_size));
+  if (n == 0) {
+    auto empty = std::make_shared<Content<V>>(*Matrix<V>::empty_content(coo.rows, coo.cols, node_size));
+    if (options.wide_nodes) reinterpret_cast<PoolHeader*>(empty->pool.data())->flags = pool_flag_wide;
+    return Matrix<V>(std::move(empty));
+  }
 
   // Step 1, top down: node boundaries per level and each node's count.
   std::vector<SkeletonLevel> lv(L);
@@ -140,12 +146,34 @@ Matrix<V> build_matrix(const Coo<V>& coo, std::uint32_t node_size) {
       s.choice[i] = choose_node(s.count[i], b, leaf, leaf ? sizeof(V) : sizeof(NodeRef));
   }
 
+  // COOW: a level L-2 node whose entries take no more bytes in one wide node
+  // than as an inner node plus its leaves becomes that node (canonical rule).
+  for (auto& s : lv) s.dropped.assign(s.size(), false);
+  if (options.wide_nodes && L >= 2) {
+    auto& s = lv[L - 2];
+    auto& leaves = lv[L - 1];
+    std::size_t c = 0;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      std::uint64_t standard = s.choice[i].bytes;
+      const std::size_t first = c;
+      for (std::uint32_t k = 0; k < s.count[i]; ++k, ++c) standard += leaves.choice[c].bytes;
+      const std::uint64_t entries = s.start[i + 1] - s.start[i];
+      if (entries > 0xFFFFFFFFull) continue;
+      const std::uint64_t wide = coow_layout(static_cast<std::uint32_t>(entries), sizeof(V)).bytes;
+      if (wide <= standard) {
+        s.choice[i] = NodeChoice{NodeType::coow, wide};
+        for (std::size_t k = first; k < c; ++k) leaves.dropped[k] = true;
+      }
+    }
+  }
+
   // Offsets bottom-up (children before parents), then the one allocation.
   std::uint64_t bytes = sizeof(PoolHeader);
   for (std::uint32_t l = L; l-- > 0;) {
     auto& s = lv[l];
     s.offset.resize(s.size());
     for (std::size_t i = 0; i < s.size(); ++i) {
+      if (s.dropped[i]) continue;
       s.offset[i] = bytes;
       bytes += s.choice[i].bytes;
     }
@@ -163,13 +191,37 @@ Matrix<V> build_matrix(const Coo<V>& coo, std::uint32_t node_size) {
   // Step 2, bottom up: leaves take the entries, inner nodes their children's references.
   std::vector<LocalCoord> coords;
   std::vector<NodeRef> refs;
+  std::vector<std::pair<WideCoord, V>> wide;
+  std::vector<WideCoord> wide_coords;
+  std::vector<V> wide_vals;
   for (std::uint32_t l = L; l-- > 0;) {
     const auto& s = lv[l];
     const bool leaf = l + 1 == L;
     std::size_t c = 0;
     for (std::size_t i = 0; i < s.size(); ++i) {
       coords.clear();
+      if (s.dropped[i]) continue;
       std::byte* dst = pool + s.offset[i];
+      if (s.choice[i].type == NodeType::coow) {
+        // Entries of the two levels, in row-major order of the 16-bit coordinates.
+        wide.clear();
+        for (std::uint64_t e = s.start[i]; e < s.start[i + 1]; ++e) {
+          const LocalCoord hi = codec.digits(keys[e], l), lo = codec.digits(keys[e], l + 1);
+          wide.push_back({WideCoord{static_cast<std::uint16_t>((hi.row << b) | lo.row),
+                                    static_cast<std::uint16_t>((hi.col << b) | lo.col)},
+                          vals[e]});
+        }
+        std::sort(wide.begin(), wide.end(), [](const auto& x, const auto& y) { return wide_less(x.first, y.first); });
+        wide_coords.clear();
+        wide_vals.clear();
+        for (const auto& [wc, v] : wide) {
+          wide_coords.push_back(wc);
+          wide_vals.push_back(v);
+        }
+        write_coow_node<V>(dst, wide_coords, wide_vals);
+        c += s.count[i];  // its (dropped) leaves
+        continue;
+      }
       if (leaf) {
         for (std::uint64_t e = s.start[i]; e < s.start[i + 1]; ++e) coords.push_back(codec.digits(keys[e], l));
         write_node<V>(dst, s.choice[i], b, true, coords,
@@ -187,7 +239,7 @@ Matrix<V> build_matrix(const Coo<V>& coo, std::uint32_t node_size) {
   }
   *reinterpret_cast<PoolHeader*>(pool) =
       PoolHeader{pool_magic, make_ref(lv[0].offset[0], lv[0].choice[0].type), static_cast<std::uint8_t>(b),
-                 static_cast<std::uint8_t>(L), sizeof(V), 0, 0};
+                 static_cast<std::uint8_t>(L), sizeof(V), options.wide_nodes ? pool_flag_wide : std::uint8_t{0}, 0};
   return Matrix<V>(std::move(content));
 }
 
@@ -214,7 +266,7 @@ Coo<V> csr_to_coo(const Csr<V>& csr) {
 
 template <class V>
 Matrix<V> build_matrix(const Csr<V>& csr, std::uint32_t node_size) {
-  return build_matrix(csr_to_coo(csr), node_size);
+  return build_matrix(csr_to_coo(csr), BuildOptions{node_size, false});
 }
 
 template <class V>
@@ -250,7 +302,7 @@ Csr<V> to_csr(const Matrix<V>& m) {
 }
 
 #define HISPARSE_INSTANTIATE(V)                                       \
-  template Matrix<V> build_matrix(const Coo<V>&, std::uint32_t);      \
+  template Matrix<V> build_matrix(const Coo<V>&, const BuildOptions&); \
   template Matrix<V> build_matrix(const Csr<V>&, std::uint32_t);      \
   template Coo<V> to_coo(const Matrix<V>&);                           \
   template Csr<V> to_csr(const Matrix<V>&);                           \

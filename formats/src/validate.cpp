@@ -5,6 +5,7 @@
 #include <complex>
 #include <cstring>
 #include <string>
+#include <map>
 #include <unordered_map>
 #include <vector>
 
@@ -42,6 +43,8 @@ class Validator {
     if (reinterpret_cast<std::uintptr_t>(pool_) % node_alignment) fail("pool", "not 16-byte aligned in memory");
     const PoolHeader& h = c_.header();
     if (h.magic != pool_magic) fail("pool header", "bad magic");
+    if (h.flags & ~pool_flag_wide) fail("pool header", "unknown flag bits");
+    wide_ = (h.flags & pool_flag_wide) != 0;
     if (h.log2_node_size != b_ || h.depth != c_.shape.depth || h.value_bytes != sizeof(V))
       fail("pool header", "node size, depth or value size disagree with the matrix");
     if (b_ < 1 || b_ > 8) fail("shape", "node size 2^" + std::to_string(b_) + " outside [2, 256]");
@@ -50,7 +53,8 @@ class Validator {
     if ((c_.root() == null_ref) != (c_.nnz == 0)) fail("pool header", "root is null exactly when nnz is 0");
   }
 
-  void visit(NodeRef ref, std::uint32_t level, index_t block_row, index_t block_col) {
+  // Returns the entries and bytes of the sub-tree (for the COOW rule).
+  std::pair<std::uint64_t, std::uint64_t> visit(NodeRef ref, std::uint32_t level, index_t block_row, index_t block_col) {
     const std::uint64_t off = ref_offset(ref);
     const bool leaf = level + 1 == c_.shape.depth;
     if (static_cast<std::uint32_t>(ref_type(ref)) >= node_type_count)
@@ -62,6 +66,11 @@ class Validator {
     // node is a cycle, an overlap or an attempt to make validation exponential.)
     auto [it, fresh] = seen_.try_emplace(off, Seen{level, ref, 0});
     if (!fresh) fail(at(off), "referenced more than once (cycle or shared node inside one pool)");
+    if (ref_type(ref) == NodeType::coow) {
+      const std::uint64_t bytes = visit_coow(off, level, block_row, block_col);
+      it->second.bytes = bytes;
+      return {coow_entries_, bytes};
+    }
 
     std::uint32_t count = 0;
     std::uint64_t bytes = 0;
@@ -138,8 +147,58 @@ class Validator {
       case NodeType::coo4: ++stats_.coo4; break;
     }
     if (leaf) stats_.entries += count;
-    for (auto [lc, child] : children)
-      visit(child, level + 1, (block_row << b_) | lc.row, (block_col << b_) | lc.col);
+    std::uint64_t sub_entries = leaf ? count : 0, sub_bytes = bytes;
+    for (auto [lc, child] : children) {
+      const auto [e, by] = visit(child, level + 1, (block_row << b_) | lc.row, (block_col << b_) | lc.col);
+      sub_entries += e;
+      sub_bytes += by;
+    }
+    // In a wide pool, a level depth-2 sub-tree that one COOW node would hold in
+    // no more bytes must be that node.
+    if (wide_ && level + 2 == c_.shape.depth && sub_entries <= 0xFFFFFFFFull &&
+        coow_layout(static_cast<std::uint32_t>(sub_entries), sizeof(V)).bytes <= sub_bytes)
+      fail(at(off), "sub-tree of " + std::to_string(sub_bytes) + " bytes where a COOW node would take no more");
+    return {sub_entries, sub_bytes};
+  }
+
+  // A COOW node: 16-bit coordinates over the node's d^2 x d^2 block.
+  std::uint64_t visit_coow(std::uint64_t off, std::uint32_t level, index_t block_row, index_t block_col) {
+    if (!wide_) fail(at(off), "COOW node in a pool without the wide-node flag");
+    if (level + 2 != c_.shape.depth) fail(at(off), "COOW node at level " + std::to_string(level) + ", not depth-2");
+    std::uint32_t count = 0;
+    std::memcpy(&count, pool_ + off, sizeof(count));
+    const std::uint64_t cells = std::uint64_t{d_} * d_;
+    if (count == 0 || count > cells * cells) fail(at(off), "COOW entry count " + std::to_string(count) + " out of range");
+    const CooLayout l = coow_layout(count, sizeof(V));
+    if (off + l.bytes > size_) fail(at(off), "COOW node runs past the end of the pool");
+    const auto* coords = reinterpret_cast<const WideCoord*>(pool_ + off + l.coord_offset);
+    std::map<std::pair<std::uint32_t, std::uint32_t>, std::uint32_t> leaves;
+    for (std::uint32_t i = 0; i < count; ++i) {
+      if (coords[i].row >= cells || coords[i].col >= cells) fail(at(off), "COOW coordinate not below d*d");
+      if (i > 0 && !wide_less(coords[i - 1], coords[i]))
+        fail(at(off), "COOW coordinates not unique and row-major sorted at entry " + std::to_string(i));
+      const index_t r = (block_row << (2 * b_)) | coords[i].row, c = (block_col << (2 * b_)) | coords[i].col;
+      if (r >= c_.shape.rows || c >= c_.shape.cols)
+        fail(at(off), "entry (" + std::to_string(r) + ", " + std::to_string(c) + ") outside the " +
+                          std::to_string(c_.shape.rows) + " x " + std::to_string(c_.shape.cols) + " matrix");
+      ++leaves[{coords[i].row >> b_, coords[i].col >> b_}];
+    }
+    const std::uint64_t used_end = l.value_offset + std::uint64_t{count} * sizeof(V);
+    for (std::uint64_t i = 4; i < l.bytes; ++i) {
+      const bool in_coords = i >= l.coord_offset && i < l.coord_offset + 4ull * count;
+      const bool in_values = i >= l.value_offset && i < used_end;
+      if (!in_coords && !in_values && pool_[off + i] != std::byte{0}) fail(at(off), "non-zero padding byte");
+    }
+    std::uint64_t standard = choose_node(static_cast<std::uint32_t>(leaves.size()), b_, false, sizeof(NodeRef)).bytes;
+    for (const auto& [block, n] : leaves) standard += choose_node(n, b_, true, sizeof(V)).bytes;
+    if (l.bytes > standard)
+      fail(at(off), "COOW node of " + std::to_string(l.bytes) + " bytes where the standard sub-tree takes " +
+                        std::to_string(standard));
+    ++stats_.coow;
+    stats_.node_bytes += l.bytes;
+    stats_.entries += count;
+    coow_entries_ = count;
+    return l.bytes;
   }
 
   void check_in_matrix(std::uint64_t off, std::uint32_t, index_t block_row, index_t block_col, LocalCoord lc) const {
@@ -168,6 +227,8 @@ class Validator {
   std::uint64_t size_;
   std::uint32_t b_, d_;
   std::unordered_map<std::uint64_t, Seen> seen_;
+  bool wide_ = false;
+  std::uint64_t coow_entries_ = 0;
   PoolStats stats_;
 };
 

@@ -4,8 +4,11 @@
 
 #include <complex>
 #include <cstring>
+#include <filesystem>
+#include <unistd.h>
 
 #include "hisparse/formats/builder.hpp"
+#include "hisparse/formats/hsp_file.hpp"
 #include "hisparse/formats/node_view.hpp"
 #include "hisparse/formats/stats.hpp"
 #include "hisparse/formats/traverse.hpp"
@@ -290,4 +293,75 @@ TEST(Validator, RejectsCorruptPools) {
     c->pool.data()[ref_offset(r) + l.coord_offset + 6] = std::byte{1};
     expect_invalid(*c, "padding");
   }
+}
+
+// ---- COOW (wide) nodes ----------------------------------------------------
+
+TEST(WideNodes, RoundTripAndCanonicalChoice) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  for (std::uint32_t d : node_sizes) {
+    SCOPED_TRACE("d " + std::to_string(d));
+    // Scattered entries: wide nodes pay off.
+    const auto scattered = random_coo<double>(40000, 30000, 20000, rng);
+    const auto wide = build_matrix(scattered, BuildOptions{d, true});
+    const auto plain = build_matrix(scattered, d);
+    const PoolStats st = validate(wide.content());
+    EXPECT_EQ(st.node_bytes + sizeof(PoolHeader), wide.pool_bytes());
+    EXPECT_LE(wide.pool_bytes(), plain.pool_bytes());
+    const auto a = to_coo(wide), b = to_coo(plain);
+    EXPECT_EQ(a.row, b.row);
+    EXPECT_EQ(a.col, b.col);
+    EXPECT_EQ(a.val, b.val);
+    if (d >= 16) EXPECT_GT(st.coow, 0u);
+    // Full blocks stay dense where dense leaves are smaller (all but tiny d,
+    // where a tie goes to COOW); never larger than without wide nodes.
+    Coo<float> full{2 * d, 2 * d, {}, {}, {}};
+    for (index_t r = 0; r < 2 * d; ++r)
+      for (index_t c = 0; c < 2 * d; ++c) full.push(r, c, 1.0f);
+    const auto fw = build_matrix(full, BuildOptions{d, true});
+    if (d >= 16) EXPECT_EQ(validate(fw.content()).coow, 0u);
+    EXPECT_LE(fw.pool_bytes(), build_matrix(full, d).pool_bytes());
+    EXPECT_EQ(to_coo(fw).val, to_coo(build_matrix(full, d)).val);
+    // Empty and one-entry matrices.
+    EXPECT_EQ(build_matrix(Coo<double>{100, 100, {}, {}, {}}, BuildOptions{d, true}).nnz(), 0u);
+    const auto one = build_matrix(Coo<double>{1000, 1000, {999}, {0}, {2.0}}, BuildOptions{d, true});
+    validate(one.content());
+    EXPECT_EQ(to_coo(one).row, std::vector<index_t>{999});
+  }
+}
+
+TEST(WideNodes, ValidatorEnforcesFlagLevelAndRule) {
+  std::mt19937_64 rng(7);
+  const auto scattered = random_coo<double>(5000, 5000, 3000, rng);
+  const auto wide = build_matrix(scattered, BuildOptions{16, true});
+  ASSERT_GT(validate(wide.content()).coow, 0u);
+  {  // The same pool without the flag: COOW nodes are not allowed.
+    auto c = copy_of(wide);
+    header_of(*c).flags = 0;
+    expect_invalid(*c, "without the wide-node flag");
+  }
+  {  // A standard pool claiming the flag breaks the canonical rule.
+    auto c = copy_of(build_matrix(scattered, 16));
+    header_of(*c).flags = pool_flag_wide;
+    expect_invalid(*c, "COOW node would take no more");
+  }
+  {  // Unknown flag bits.
+    auto c = copy_of(wide);
+    header_of(*c).flags = 0x80;
+    expect_invalid(*c, "unknown flag bits");
+  }
+}
+
+TEST(WideNodes, SurviveTheFileFormat) {
+  std::mt19937_64 rng(11);
+  const auto m = build_matrix(random_coo<float>(9000, 7000, 4000, rng), BuildOptions{32, true});
+  const auto p = std::filesystem::temp_directory_path() / ("hisparse-wide-" + std::to_string(::getpid()) + ".hsp");
+  save_hsp(p, m);
+  const auto back = load_hsp<float>(p);
+  std::filesystem::remove(p);
+  ASSERT_EQ(back.pool_bytes(), m.pool_bytes());
+  EXPECT_EQ(0, std::memcmp(back.content().pool.data(), m.content().pool.data(), m.pool_bytes()));
+  EXPECT_GT(validate(back.content()).coow, 0u);
 }

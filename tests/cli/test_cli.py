@@ -84,10 +84,35 @@ class Cli(unittest.TestCase):
             self.assertEqual(j["value_type"], "f64")
             self.assertEqual(j["bytes"]["coo"], j["nnz"] * 16, name)
             self.assertEqual(j["bytes"]["csr"], (j["rows"] + 1) * 4 + j["nnz"] * 12, name)
-            self.assertEqual(set(j["nodes"]), {"inner", "leaf", "dense", "coo1", "coo2", "coo4"})
+            self.assertEqual(set(j["nodes"]), {"inner", "leaf", "dense", "coo1", "coo2", "coo4", "coow"})
+            self.assertEqual(j["nodes"]["coow"], 0)
         j = json.loads(run("info", os.path.join(MATRICES, "jazz.mtx"), "--json", "--node-size", "16", "--precision", "f32").stdout)
         self.assertEqual((j["rows"], j["nnz"], j["node_size"], j["value_type"]), (198, 5484, 16, "f32"))
         self.assertIn("HiSparse", run("info", os.path.join(MATRICES, "jazz.mtx")).stdout)
+
+    def test_wide_nodes(self):
+        entries, summed = self.random_matrix(60000, 50000, 20000)
+        write_mtx(self.path("s.mtx"), 60000, 50000, entries)
+        plain = json.loads(run("info", self.path("s.mtx"), "--json", "--precision", "f32").stdout)
+        wide = json.loads(run("info", self.path("s.mtx"), "--json", "--precision", "f32", "--wide-nodes").stdout)
+        self.assertGreater(wide["nodes"]["coow"], 0)
+        self.assertLess(wide["bytes"]["hisparse"], plain["bytes"]["hisparse"])
+        run("convert", self.path("s.mtx"), self.path("s.hsp"), "--wide-nodes")
+        run("convert", self.path("s.hsp"), self.path("back.mtx"))
+        rows, cols, back = read_mtx(self.path("back.mtx"))
+        self.assertEqual(set(back), set(summed), f"seed {self.seed}")
+        x = [1.0] * 50000
+        write_vec(self.path("x.mtx"), x)
+        run("spmv", self.path("s.hsp"), "--x", self.path("x.mtx"), "--out", self.path("y.mtx"), "--device", "host")
+        y = read_mtx(self.path("y.mtx"))
+        want = [0.0] * 60000
+        for (r, c), v in summed.items():
+            want[r] += v
+        for got, w in zip(y, want):
+            self.assertAlmostEqual(got, w, delta=1e-12 * (1 + abs(w)))
+        p = run("add", self.path("s.hsp"), self.path("s.hsp"), self.path("c.mtx"), ok=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("wide (COOW) nodes", p.stderr)
 
     def test_complex_matrix(self):
         young = os.path.join(MATRICES, "young1c.mtx")

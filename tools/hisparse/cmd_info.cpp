@@ -14,6 +14,7 @@ struct InfoOptions {
   std::string file;
   std::optional<std::uint32_t> node_size;
   std::optional<std::string> precision;
+  bool wide = false;
   bool json = false;
 };
 
@@ -26,7 +27,8 @@ nlohmann::ordered_json stats_json(const MatrixStats& s) {
   j["node_size"] = s.node_size;
   j["depth"] = s.depth;
   j["nodes"] = {{"inner", s.nodes.inner}, {"leaf", s.nodes.leaf}, {"dense", s.nodes.dense},
-                {"coo1", s.nodes.coo1},   {"coo2", s.nodes.coo2}, {"coo4", s.nodes.coo4}};
+                {"coo1", s.nodes.coo1},   {"coo2", s.nodes.coo2}, {"coo4", s.nodes.coo4},
+                {"coow", s.nodes.coow}};
   j["bytes"] = {{"hisparse", s.bytes_hisparse}, {"csr", s.bytes_csr}, {"coo", s.bytes_coo}};
   j["bytes_per_nnz"] = {{"hisparse", s.per_nnz(s.bytes_hisparse)},
                         {"csr", s.per_nnz(s.bytes_csr)},
@@ -38,10 +40,11 @@ void print_text(const std::string& file, const MatrixStats& s) {
   std::printf("%s: %llu x %llu, %llu entries, %s, node size %u, depth %u\n", file.c_str(),
               static_cast<unsigned long long>(s.rows), static_cast<unsigned long long>(s.cols),
               static_cast<unsigned long long>(s.nnz), value_type_name(s.value_type), s.node_size, s.depth);
-  std::printf("nodes: %llu inner, %llu leaf (%llu dense, %llu COO1, %llu COO2, %llu COO4)\n",
+  std::printf("nodes: %llu inner, %llu leaf (%llu dense, %llu COO1, %llu COO2, %llu COO4), %llu COOW\n",
               static_cast<unsigned long long>(s.nodes.inner), static_cast<unsigned long long>(s.nodes.leaf),
               static_cast<unsigned long long>(s.nodes.dense), static_cast<unsigned long long>(s.nodes.coo1),
-              static_cast<unsigned long long>(s.nodes.coo2), static_cast<unsigned long long>(s.nodes.coo4));
+              static_cast<unsigned long long>(s.nodes.coo2), static_cast<unsigned long long>(s.nodes.coo4),
+              static_cast<unsigned long long>(s.nodes.coow));
   std::printf("%-9s %14s %12s %10s\n", "format", "bytes", "bytes/nnz", "vs CSR");
   const auto row = [&](const char* name, std::uint64_t b) {
     std::printf("%-9s %14llu %12.2f %9.2fx\n", name, static_cast<unsigned long long>(b), s.per_nnz(b),
@@ -59,11 +62,12 @@ void add_info_command(CLI::App& app) {
   auto* sub = app.add_subcommand("info", "statistics of the matrix stored as HiSparse");
   sub->add_option("MATRIX", opt->file, "matrix file (.mtx or .hsp)")->required();
   sub->add_option("--node-size", opt->node_size, "node size d, a power of two in [2, 256] (default 128)")->check(node_size_validator());
+  sub->add_flag("--wide-nodes", opt->wide, "build with COOW nodes for scattered entries (host operations and files only, so far)");
   sub->add_option("--precision", opt->precision, "f32, f64, c64 or c128 (default: f64, c128 for complex files, or the .hsp file's)");
   sub->add_flag("--json", opt->json, "print one JSON object");
   sub->callback([opt] {
     const auto precision = opt->precision ? std::optional(parse_precision(*opt->precision)) : std::nullopt;
-    const AnyMatrix m = load_matrix(opt->file, opt->node_size, precision);
+    const AnyMatrix m = load_matrix(opt->file, opt->node_size, precision, opt->wide);
     const MatrixStats s = std::visit([](const auto& mm) { return matrix_stats(mm); }, m);
     if (opt->json) std::printf("%s\n", stats_json(s).dump(2).c_str());
     else print_text(opt->file, s);

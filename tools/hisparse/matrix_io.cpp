@@ -51,35 +51,41 @@ Precision parse_precision(const std::string& s) {
 
 namespace {
 template <class To, class From>
-AnyMatrix rebuild_as(Coo<From>&& coo, std::uint32_t node_size) {
+AnyMatrix rebuild_as(Coo<From>&& coo, BuildOptions options) {
   if constexpr (is_complex_v<From> && !is_complex_v<To>) {
     throw Error("complex values cannot be converted to a real precision (the imaginary parts would be lost)");
   } else {
-    return build_matrix(convert_values<To>(std::move(coo)), node_size);
+    return build_matrix(convert_values<To>(std::move(coo)), options);
   }
+}
+
+template <class V>
+bool is_wide(const Matrix<V>& m) {
+  return (m.content().header().flags & pool_flag_wide) != 0;
 }
 }  // namespace
 
 template <class V>
-AnyMatrix as_precision(const Matrix<V>& m, Precision p, std::uint32_t node_size) {
-  if (p == precision_of<V>() && node_size == m.node_size()) return m;
+AnyMatrix as_precision(const Matrix<V>& m, Precision p, std::uint32_t node_size, bool wide_nodes) {
+  if (p == precision_of<V>() && node_size == m.node_size() && wide_nodes == is_wide(m)) return m;
   // Re-blocking or a precision change goes through the logical coordinate list.
   Coo<V> coo = to_coo(m);
+  const BuildOptions o{node_size, wide_nodes};
   switch (p) {
-    case Precision::f32: return rebuild_as<float>(std::move(coo), node_size);
-    case Precision::f64: return rebuild_as<double>(std::move(coo), node_size);
-    case Precision::c64: return rebuild_as<std::complex<float>>(std::move(coo), node_size);
+    case Precision::f32: return rebuild_as<float>(std::move(coo), o);
+    case Precision::f64: return rebuild_as<double>(std::move(coo), o);
+    case Precision::c64: return rebuild_as<std::complex<float>>(std::move(coo), o);
     case Precision::c128: break;
   }
-  return rebuild_as<std::complex<double>>(std::move(coo), node_size);
+  return rebuild_as<std::complex<double>>(std::move(coo), o);
 }
-template AnyMatrix as_precision(const Matrix<float>&, Precision, std::uint32_t);
-template AnyMatrix as_precision(const Matrix<double>&, Precision, std::uint32_t);
-template AnyMatrix as_precision(const Matrix<std::complex<float>>&, Precision, std::uint32_t);
-template AnyMatrix as_precision(const Matrix<std::complex<double>>&, Precision, std::uint32_t);
+template AnyMatrix as_precision(const Matrix<float>&, Precision, std::uint32_t, bool);
+template AnyMatrix as_precision(const Matrix<double>&, Precision, std::uint32_t, bool);
+template AnyMatrix as_precision(const Matrix<std::complex<float>>&, Precision, std::uint32_t, bool);
+template AnyMatrix as_precision(const Matrix<std::complex<double>>&, Precision, std::uint32_t, bool);
 
 AnyMatrix load_matrix(const std::filesystem::path& file, std::optional<std::uint32_t> node_size,
-                      std::optional<Precision> precision) {
+                      std::optional<Precision> precision, bool wide_nodes) {
   check_extension(file, "matrix file");
   if (node_size) checked_log2_node_size(*node_size);
   if (is_hsp(file)) {
@@ -94,13 +100,14 @@ AnyMatrix load_matrix(const std::filesystem::path& file, std::optional<std::uint
     return std::visit([&](const auto& mm) {
       using V = typename std::decay_t<decltype(mm)>::value_type;
       try {
-        return as_precision(mm, precision.value_or(precision_of<V>()), node_size.value_or(mm.node_size()));
+        return as_precision(mm, precision.value_or(precision_of<V>()), node_size.value_or(mm.node_size()),
+                            wide_nodes || is_wide(mm));
       } catch (const Error& e) {
         throw Error(file.string() + ": " + e.what());
       }
     }, m);
   }
-  const std::uint32_t d = node_size.value_or(default_node_size);
+  const BuildOptions d{node_size.value_or(default_node_size), wide_nodes};
   const bool complex_file = read_matrix_market_header(file).field == MmField::complex;
   switch (precision.value_or(complex_file ? Precision::c128 : Precision::f64)) {
     case Precision::f32: return build_matrix(read_matrix_market<float>(file), d);

@@ -35,14 +35,15 @@ constexpr Precision precision_of() {
 // node_size: nullopt keeps an .hsp file's own node size (default 128 for .mtx).
 // precision: nullopt keeps an .hsp file's value type; .mtx files default to
 // f64, or c128 when the file holds complex values.
+// wide_nodes: build with COOW nodes (an .hsp file is rebuilt when it differs).
 AnyMatrix load_matrix(const std::filesystem::path& file, std::optional<std::uint32_t> node_size,
-                      std::optional<Precision> precision);
+                      std::optional<Precision> precision, bool wide_nodes = false);
 
 // .mtx: the logical matrix (state applied); .hsp: content and state as they are.
 void save_matrix(const std::filesystem::path& file, const AnyMatrix& m);
 
 template <class V>
-AnyMatrix as_precision(const Matrix<V>& m, Precision p, std::uint32_t node_size);
+AnyMatrix as_precision(const Matrix<V>& m, Precision p, std::uint32_t node_size, bool wide_nodes = false);
 
 void check_extension(const std::filesystem::path& file, const char* what);
 

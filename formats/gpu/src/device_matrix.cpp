@@ -36,7 +36,8 @@ DeviceMatrix<V>::DeviceMatrix(const Matrix<V>& host, cudaStream_t stream)
       nnz_(host.nnz()),
       root_(host.content().root()),
       transposed_(host.transposed()),
-      scale_(host.scale()) {
+      scale_(host.scale()),
+      wide_((host.content().header().flags & pool_flag_wide) != 0) {
   cuda_check(cudaMemcpyAsync(pool_.get(), host.content().pool.data(), host.pool_bytes(), cudaMemcpyHostToDevice, stream),
              "cudaMemcpyAsync(pool upload)");
   cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(pool upload)");

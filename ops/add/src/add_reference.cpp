@@ -84,6 +84,10 @@ Matrix<V> add_reference(const Matrix<V>& a, const Matrix<V>& b, V alpha, V beta)
   if (a.node_size() != b.node_size())
     throw Error("add: node sizes differ (" + std::to_string(a.node_size()) + " and " + std::to_string(b.node_size()) +
                 "); convert one operand first");
+  for (const Matrix<V>* m : {&a, &b})
+    if (m->content().header().flags & pool_flag_wide)
+      throw Error("add: matrices built with wide (COOW) nodes are not supported by add or materialize yet; "
+                  "build them without wide nodes");
   const Shape shape = Shape::make(a.rows(), a.cols(), a.node_size());
   return Matrix<V>(Adder<V>(a, b, alpha, beta, shape).run());
 }

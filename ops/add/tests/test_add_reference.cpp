@@ -71,3 +71,14 @@ TEST(AddReference, RejectsMismatchedOperands) {
   const auto b = build_matrix(Coo<double>{8, 6, {1}, {2}, {4.0}}, 8);
   EXPECT_THROW(ops::add_reference(a, b), Error);
 }
+
+TEST(AddReference, RejectsWideNodesClearly) {
+  std::mt19937_64 rng(3);
+  const auto a = build_matrix(random_coo<double>(5000, 5000, 2000, rng), BuildOptions{16, true});
+  try {
+    (void)ops::add_reference(a, a);
+    ADD_FAILURE() << "add accepted a matrix with COOW nodes";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("wide (COOW) nodes"), std::string::npos) << e.what();
+  }
+}

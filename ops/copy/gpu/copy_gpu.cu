@@ -23,6 +23,8 @@ struct Scratch {
 template <class V>
 DeviceMatrix<V> rebuild(const DeviceMatrix<V>& a, bool transpose, bool apply_scale, CopyOptions options,
                         cudaStream_t stream, bool keep_state) {
+  if (a.wide_nodes())
+    throw Error("copy: rebuilding or materializing wide (COOW) nodes on the GPU is not supported yet");
   const Shape& s = a.shape();
   Shape out_shape = s;
   if (transpose) std::swap(out_shape.rows, out_shape.cols);

@@ -85,6 +85,8 @@ struct GpuSpmv<V>::Impl {
   Impl(const DeviceMatrix<V>& m, SpmvOptions o, cudaStream_t s)
       : a(&m), options(o), stream(s), rt(config_for(m, o.controller), {}, s),
         counts(sizeof(unsigned long long) * leaf_bin_count) {
+    if (m.wide_nodes())
+      throw Error("spmv: the GPU procedures do not handle wide (COOW) nodes yet; build the matrix without wide nodes");
     if (m.root() != null_ref) rt.template seed<InnerProcedure<V>>(NodeItem{0, 0, m.root(), 0});
     if (options.reuse_traversal) build_plan();
   }

@@ -71,3 +71,18 @@ TEST(SpmvReference, RejectsWrongSizes) {
   EXPECT_THROW(ops::spmv_reference<double>(a, x, bad), Error);
   EXPECT_THROW(ops::spmv_reference<double>(a.transpose(), x, y), Error);
 }
+
+TEST(SpmvReference, WideNodes) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const auto coo = random_coo<double>(30000, 20000, 15000, rng);
+  for (bool t : {false, true}) {
+    const Matrix<double> wide = t ? build_matrix(coo, BuildOptions{64, true}).transpose() : build_matrix(coo, BuildOptions{64, true});
+    std::vector<double> x(wide.cols()), y(wide.rows(), 0.0);
+    for (auto& v : x) v = random_value<double>(rng);
+    const auto expect = plain_spmv(coo, t, 1.0, x, y, 1.0, 0.0);
+    ops::spmv_reference<double>(wide, x, y);
+    for (std::size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], expect[i], 1e-12 * (1 + std::abs(expect[i]))) << "row " << i;
+  }
+}

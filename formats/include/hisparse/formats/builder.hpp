@@ -8,8 +8,22 @@
 
 namespace hisparse {
 
+struct BuildOptions {
+  std::uint32_t node_size = default_node_size;
+  // Allow COOW nodes (docs/format.md): a level depth-2 sub-tree whose entries
+  // take fewer bytes with 16-bit coordinates in one node is stored so. Host
+  // formats, files, traversal and SpMV handle them; add, materialize and the
+  // GPU operations do not yet and reject such matrices.
+  bool wide_nodes = false;
+};
+
 template <class V>
-Matrix<V> build_matrix(const Coo<V>& coo, std::uint32_t node_size = default_node_size);
+Matrix<V> build_matrix(const Coo<V>& coo, const BuildOptions& options);
+
+template <class V>
+Matrix<V> build_matrix(const Coo<V>& coo, std::uint32_t node_size = default_node_size) {
+  return build_matrix(coo, BuildOptions{node_size, false});
+}
 
 template <class V>
 Matrix<V> build_matrix(const Csr<V>& csr, std::uint32_t node_size = default_node_size);

@@ -17,8 +17,8 @@ namespace hisparse {
 // node kinds (a local CSR node, a wide-coordinate node for scattered entries):
 // the layout code below is the only place that must learn about them, and
 // ops that lack a specialised procedure fall back to for_each_entry.
-enum class NodeType : std::uint8_t { dense = 0, coo1 = 1, coo2 = 2, coo4 = 3 };
-inline constexpr std::uint32_t node_type_count = 4;
+enum class NodeType : std::uint8_t { dense = 0, coo1 = 1, coo2 = 2, coo4 = 3, coow = 4 };
+inline constexpr std::uint32_t node_type_count = 5;
 
 using NodeRef = std::uint32_t;
 inline constexpr NodeRef null_ref = 0;
@@ -50,9 +50,10 @@ struct PoolHeader {
   std::uint8_t log2_node_size;
   std::uint8_t depth;
   std::uint8_t value_bytes;   // sizeof(V) of the leaves
-  std::uint8_t reserved0;
+  std::uint8_t flags;         // pool_flag_wide: COOW nodes allowed (and canonical)
   std::uint32_t reserved1;
 };
+inline constexpr std::uint8_t pool_flag_wide = 1;
 static_assert(sizeof(PoolHeader) == node_alignment);
 inline constexpr std::uint32_t pool_magic = 0x4C505348u;  // "HSPL"
 
@@ -81,6 +82,33 @@ HISPARSE_HD constexpr CooLayout coo_layout(NodeType t, std::uint32_t count, std:
   std::uint32_t value_align = x * elem_bytes < 16u ? x * elem_bytes : 16u;
   if (value_align < elem_bytes) value_align = elem_bytes;
   l.value_offset = static_cast<std::uint32_t>(round_up(l.coord_offset + 2u * l.padded_count, value_align));
+  l.bytes = static_cast<std::uint32_t>(round_up(l.value_offset + std::uint64_t{l.padded_count} * elem_bytes, node_alignment));
+  return l;
+}
+
+// ---- COOW layout (wide COO, for scattered entries) -------------------------
+// Only at level depth-2, in place of an inner node and all its leaves, in
+// pools whose header has pool_flag_wide. Coordinates are 16 bits each, local
+// to the node's d^2 x d^2 block: row16 = row digit (depth-2) * d + row digit
+// (depth-1). [u32 count][pad to 8][count_padded x WideCoord][pad][count_padded
+// x V][pad to 16], padded to 4 entries like COO4.
+struct WideCoord {
+  std::uint16_t row;
+  std::uint16_t col;
+};
+static_assert(sizeof(WideCoord) == 4);
+
+HISPARSE_HD constexpr bool wide_less(WideCoord a, WideCoord b) {
+  return a.row != b.row ? a.row < b.row : a.col < b.col;
+}
+
+HISPARSE_HD constexpr CooLayout coow_layout(std::uint32_t count, std::uint32_t elem_bytes) {
+  CooLayout l{};
+  l.padded_count = static_cast<std::uint32_t>(round_up(count, 4));
+  l.coord_offset = 8;
+  std::uint32_t value_align = 4 * elem_bytes < 16u ? 4 * elem_bytes : 16u;
+  if (value_align < elem_bytes) value_align = elem_bytes;
+  l.value_offset = static_cast<std::uint32_t>(round_up(8 + 4ull * l.padded_count, value_align));
   l.bytes = static_cast<std::uint32_t>(round_up(l.value_offset + std::uint64_t{l.padded_count} * elem_bytes, node_alignment));
   return l;
 }

@@ -26,6 +26,22 @@ HISPARSE_HD inline CooView<E> coo_view(const std::byte* pool, NodeRef ref) {
           reinterpret_cast<const E*>(node + l.value_offset)};
 }
 
+template <class V>
+struct CoowView {
+  std::uint32_t count;
+  const WideCoord* coords;
+  const V* values;
+};
+
+template <class V>
+HISPARSE_HD inline CoowView<V> coow_view(const std::byte* pool, NodeRef ref) {
+  const std::byte* node = pool + ref_offset(ref);
+  const std::uint32_t count = *reinterpret_cast<const std::uint32_t*>(node);
+  const CooLayout l = coow_layout(count, sizeof(V));
+  return {count, reinterpret_cast<const WideCoord*>(node + l.coord_offset),
+          reinterpret_cast<const V*>(node + l.value_offset)};
+}
+
 // Dense leaf: occupancy mask then values. Dense inner: child references.
 HISPARSE_HD inline const std::uint8_t* dense_mask(const std::byte* pool, NodeRef ref) {
   return reinterpret_cast<const std::uint8_t*>(pool + ref_offset(ref));

@@ -33,6 +33,16 @@ void write_node(std::byte* dst, NodeChoice choice, std::uint32_t log2_d, bool le
   std::memcpy(dst + l.value_offset, values.data(), count * sizeof(E));
 }
 
+// A COOW node: `coords` sorted by wide_less and unique; dst zeroed.
+template <class V>
+void write_coow_node(std::byte* dst, std::span<const WideCoord> coords, std::span<const V> values) {
+  const auto count = static_cast<std::uint32_t>(coords.size());
+  const CooLayout l = coow_layout(count, sizeof(V));
+  std::memcpy(dst, &count, sizeof(count));
+  std::memcpy(dst + l.coord_offset, coords.data(), count * sizeof(WideCoord));
+  std::memcpy(dst + l.value_offset, values.data(), count * sizeof(V));
+}
+
 // Appends nodes to a growing pool; children must be written before their
 // parent (their references are the parent's values).
 template <class V>

@@ -10,6 +10,12 @@ namespace detail {
 template <class V, class F>
 void visit_node(const Content<V>& c, NodeRef ref, std::uint32_t level, index_t block_row, index_t block_col, F& f) {
   const std::uint32_t b = c.shape.log2_node_size;
+  if (ref_type(ref) == NodeType::coow) {  // a whole level depth-2 sub-tree, 16-bit coordinates
+    const CoowView<V> w = coow_view<V>(c.pool.data(), ref);
+    for (std::uint32_t i = 0; i < w.count; ++i)
+      f((block_row << (2 * b)) | w.coords[i].row, (block_col << (2 * b)) | w.coords[i].col, w.values[i]);
+    return;
+  }
   if (level + 1 == c.shape.depth) {
     for_each_entry<V>(c.pool.data(), ref, b, true, [&](LocalCoord lc, V v) {
       f((block_row << b) | lc.row, (block_col << b) | lc.col, v);

@@ -8,6 +8,7 @@ namespace hisparse {
 
 struct PoolStats {
   std::uint64_t inner = 0, leaf = 0, dense = 0, coo1 = 0, coo2 = 0, coo4 = 0;
+  std::uint64_t coow = 0;  // counted apart from inner and leaf: each replaces a sub-tree
   std::uint64_t node_bytes = 0;  // bytes of all distinct nodes
   std::uint64_t entries = 0;     // leaf entries reached
 };

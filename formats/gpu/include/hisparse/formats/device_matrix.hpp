@@ -73,6 +73,8 @@ class DeviceMatrix {
   [[nodiscard]] NodeRef root() const { return root_; }
   [[nodiscard]] bool transposed() const { return transposed_; }
   [[nodiscard]] V scale() const { return scale_; }
+  // Built with COOW nodes (not handled by the GPU procedures yet).
+  [[nodiscard]] bool wide_nodes() const { return wide_; }
 
   // O(1) state changes: nothing on the device moves.
   void transpose() { transposed_ = !transposed_; }
@@ -93,6 +95,7 @@ class DeviceMatrix {
   NodeRef root_ = null_ref;
   bool transposed_ = false;
   V scale_ = V(1);
+  bool wide_ = false;
 };
 
 }  // namespace hisparse
