@@ -110,9 +110,15 @@ class Cli(unittest.TestCase):
             want[r] += v
         for got, w in zip(y, want):
             self.assertAlmostEqual(got, w, delta=1e-12 * (1 + abs(w)))
-        p = run("add", self.path("s.hsp"), self.path("s.hsp"), self.path("c.mtx"), ok=False)
-        self.assertEqual(p.returncode, 1)
-        self.assertIn("wide (COOW) nodes", p.stderr)
+        run("add", self.path("s.hsp"), self.path("s.mtx"), self.path("c.hsp"), "--alpha", "2", "--beta", "-1",
+            "--device", "host")
+        c = json.loads(run("info", self.path("c.hsp"), "--json").stdout)
+        self.assertGreater(c["nodes"]["coow"], 0)
+        run("convert", self.path("c.hsp"), self.path("c.mtx"))
+        rows, cols, back = read_mtx(self.path("c.mtx"))
+        self.assertEqual(set(back), set(summed))
+        for rc, v in summed.items():
+            self.assertAlmostEqual(back[rc], v, delta=1e-12 * (1 + abs(v)))
 
     def test_complex_matrix(self):
         young = os.path.join(MATRICES, "young1c.mtx")

@@ -52,3 +52,21 @@ TEST(CopyReference, MaterializeWritesStateIntoContent) {
     EXPECT_EQ(plain.pool_bytes(), build_matrix(coo, d).pool_bytes());
   }
 }
+
+TEST(CopyReference, MaterializeWideNodes) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const auto coo = random_coo<float>(20000, 7000, 6000, rng);
+  const auto a = build_matrix(coo, BuildOptions{32, true}).transpose().scaled(3.0f);
+  const auto m = ops::materialize_reference(a);
+  const auto st = validate(m.content());
+  EXPECT_GT(st.coow, 0u);
+  EXPECT_FALSE(m.transposed());
+  const auto want = to_coo(a), got = to_coo(m);
+  EXPECT_EQ(got.row, want.row);
+  EXPECT_EQ(got.col, want.col);
+  EXPECT_EQ(got.val, want.val);
+  // The materialized transpose is what the builder makes from the transposed entries.
+  EXPECT_EQ(m.pool_bytes(), build_matrix(want, BuildOptions{32, true}).pool_bytes());
+}

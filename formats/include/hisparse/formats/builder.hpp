@@ -11,9 +11,9 @@ namespace hisparse {
 struct BuildOptions {
   std::uint32_t node_size = default_node_size;
   // Allow COOW nodes (docs/format.md): a level depth-2 sub-tree whose entries
-  // take fewer bytes with 16-bit coordinates in one node is stored so. Host
-  // formats, files, traversal and SpMV handle them; add, materialize and the
-  // GPU operations do not yet and reject such matrices.
+  // take no more bytes with 16-bit coordinates in one node is stored so. The
+  // host handles them everywhere; the GPU operations do not yet and reject
+  // such matrices.
   bool wide_nodes = false;
 };
 

@@ -63,7 +63,18 @@ class TreeWriter {
     return make_ref(offset, choice.type);
   }
 
-  std::shared_ptr<const Content<V>> finish(NodeRef root) {
+  // A COOW node (only in pools finished with pool_flag_wide).
+  NodeRef coow(std::span<const WideCoord> coords, std::span<const V> values) {
+    const CooLayout l = coow_layout(static_cast<std::uint32_t>(coords.size()), sizeof(V));
+    const std::uint64_t offset = bytes_.size();
+    if (offset + l.bytes > max_pool_bytes) throw LimitError("result needs a node pool larger than the 4 GiB limit");
+    bytes_.resize(offset + l.bytes);
+    write_coow_node<V>(bytes_.data() + offset, coords, values);
+    nnz_ += coords.size();
+    return make_ref(offset, NodeType::coow);
+  }
+
+  std::shared_ptr<const Content<V>> finish(NodeRef root, std::uint8_t flags = 0) {
     auto c = std::make_shared<Content<V>>();
     c->shape = shape_;
     c->nnz = nnz_;
@@ -71,7 +82,7 @@ class TreeWriter {
     std::memcpy(c->pool.data(), bytes_.data(), bytes_.size());
     auto* h = reinterpret_cast<PoolHeader*>(c->pool.data());
     *h = PoolHeader{pool_magic, root, static_cast<std::uint8_t>(shape_.log2_node_size),
-                    static_cast<std::uint8_t>(shape_.depth), sizeof(V), 0, 0};
+                    static_cast<std::uint8_t>(shape_.depth), sizeof(V), flags, 0};
     return c;
   }
 
