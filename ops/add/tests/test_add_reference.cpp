@@ -22,6 +22,19 @@ EntryMap<double> logical(const Coo<V>& coo, bool t, double k) {
   return out;
 }
 
+// The matrix holds exactly the entries of the map, in row-major order.
+void expect_entries(const Matrix<double>& c, const EntryMap<double>& expect) {
+  const auto out = to_coo(c);
+  ASSERT_EQ(out.nnz(), expect.size());
+  std::size_t i = 0;
+  for (const auto& [rc, v] : expect) {
+    ASSERT_EQ(out.row[i], rc.first);
+    ASSERT_EQ(out.col[i], rc.second);
+    ASSERT_NEAR(out.val[i], v, 1e-12 * (1 + std::abs(v)));
+    ++i;
+  }
+}
+
 }  // namespace
 
 TEST(AddReference, MatchesEntryMap) {
@@ -44,15 +57,7 @@ TEST(AddReference, MatchesEntryMap) {
         EXPECT_EQ(c.scale(), 1.0);
         auto expect = logical(ca, ta, 1.0);
         for (const auto& [rc, v] : logical(cb, tb, -3.0)) expect[rc] += v;
-        const auto out = to_coo(c);
-        ASSERT_EQ(out.nnz(), expect.size());
-        std::size_t i = 0;
-        for (const auto& [rc, v] : expect) {
-          ASSERT_EQ(out.row[i], rc.first);
-          ASSERT_EQ(out.col[i], rc.second);
-          ASSERT_NEAR(out.val[i], v, 1e-12 * (1 + std::abs(v)));
-          ++i;
-        }
+        expect_entries(c, expect);
       }
     }
   }
@@ -93,15 +98,7 @@ TEST(AddReference, WideNodes) {
         EXPECT_TRUE(c.content().header().flags & pool_flag_wide);
         auto expect = logical(ca, ta, 2.0);
         for (const auto& [rc, v] : logical(cb, false, -1.0)) expect[rc] += v;
-        const auto out = to_coo(c);
-        ASSERT_EQ(out.nnz(), expect.size());
-        std::size_t i = 0;
-        for (const auto& [rc, v] : expect) {
-          ASSERT_EQ(out.row[i], rc.first);
-          ASSERT_EQ(out.col[i], rc.second);
-          ASSERT_NEAR(out.val[i], v, 1e-12 * (1 + std::abs(v)));
-          ++i;
-        }
+        expect_entries(c, expect);
       }
     }
   }
