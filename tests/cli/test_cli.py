@@ -120,6 +120,12 @@ class Cli(unittest.TestCase):
         for rc, v in summed.items():
             self.assertAlmostEqual(back[rc], v, delta=1e-12 * (1 + abs(v)))
 
+    def test_gen_wide_nodes(self):
+        run("gen", "rmat", self.path("r.hsp"), "--scale", "16", "--edge-factor", "2", "--wide-nodes", "--precision", "f32")
+        j = json.loads(run("info", self.path("r.hsp"), "--json").stdout)
+        self.assertGreater(j["nodes"]["coow"], 0)
+        self.assertEqual(run("gen", "rmat", self.path("r.mtx"), "--wide-nodes", ok=False).returncode, 2)
+
     def test_complex_matrix(self):
         young = os.path.join(MATRICES, "young1c.mtx")
         j = json.loads(run("info", young, "--json").stdout)
