@@ -117,12 +117,7 @@ class Validator {
           fail(at(off), "coordinates not unique and row-major sorted at entry " + std::to_string(i));
       }
       // Padding and gaps are zero, so equal matrices have equal bytes.
-      const std::uint64_t used_end = l.value_offset + std::uint64_t{count} * elem;
-      for (std::uint64_t i = 4; i < bytes; ++i) {
-        const bool in_coords = i >= l.coord_offset && i < l.coord_offset + 2ull * count;
-        const bool in_values = i >= l.value_offset && i < used_end;
-        if (!in_coords && !in_values && pool_[off + i] != std::byte{0}) fail(at(off), "non-zero padding byte");
-      }
+      check_padding(off, l, count, sizeof(LocalCoord), elem);
       if (leaf) {
         for (std::uint32_t i = 0; i < count; ++i) check_in_matrix(off, level, block_row, block_col, coords[i]);
       } else {
@@ -145,6 +140,7 @@ class Validator {
       case NodeType::coo1: ++stats_.coo1; break;
       case NodeType::coo2: ++stats_.coo2; break;
       case NodeType::coo4: ++stats_.coo4; break;
+      case NodeType::coow: break;  // counted in visit_coow, never reaches here
     }
     if (leaf) stats_.entries += count;
     std::uint64_t sub_entries = leaf ? count : 0, sub_bytes = bytes;
@@ -183,12 +179,7 @@ class Validator {
                           std::to_string(c_.shape.rows) + " x " + std::to_string(c_.shape.cols) + " matrix");
       ++leaves[{coords[i].row >> b_, coords[i].col >> b_}];
     }
-    const std::uint64_t used_end = l.value_offset + std::uint64_t{count} * sizeof(V);
-    for (std::uint64_t i = 4; i < l.bytes; ++i) {
-      const bool in_coords = i >= l.coord_offset && i < l.coord_offset + 4ull * count;
-      const bool in_values = i >= l.value_offset && i < used_end;
-      if (!in_coords && !in_values && pool_[off + i] != std::byte{0}) fail(at(off), "non-zero padding byte");
-    }
+    check_padding(off, l, count, sizeof(WideCoord), sizeof(V));
     std::uint64_t standard = choose_node(static_cast<std::uint32_t>(leaves.size()), b_, false, sizeof(NodeRef)).bytes;
     for (const auto& [block, n] : leaves) standard += choose_node(n, b_, true, sizeof(V)).bytes;
     if (l.bytes > standard)
@@ -199,6 +190,19 @@ class Validator {
     stats_.entries += count;
     coow_entries_ = count;
     return l.bytes;
+  }
+
+  // Every byte of a sparse node after its count that is neither a coordinate
+  // nor a value in use is zero, so equal matrices have equal bytes.
+  void check_padding(std::uint64_t off, const CooLayout& l, std::uint32_t count, std::uint32_t coord_bytes,
+                     std::uint32_t elem_bytes) const {
+    const std::uint64_t coords_end = l.coord_offset + std::uint64_t{count} * coord_bytes;
+    const std::uint64_t values_end = l.value_offset + std::uint64_t{count} * elem_bytes;
+    for (std::uint64_t i = 4; i < l.bytes; ++i) {
+      const bool in_coords = i >= l.coord_offset && i < coords_end;
+      const bool in_values = i >= l.value_offset && i < values_end;
+      if (!in_coords && !in_values && pool_[off + i] != std::byte{0}) fail(at(off), "non-zero padding byte");
+    }
   }
 
   void check_in_matrix(std::uint64_t off, std::uint32_t, index_t block_row, index_t block_col, LocalCoord lc) const {

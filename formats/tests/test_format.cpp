@@ -314,14 +314,18 @@ TEST(WideNodes, RoundTripAndCanonicalChoice) {
     EXPECT_EQ(a.row, b.row);
     EXPECT_EQ(a.col, b.col);
     EXPECT_EQ(a.val, b.val);
-    if (d >= 16) EXPECT_GT(st.coow, 0u);
+    if (d >= 16) {
+      EXPECT_GT(st.coow, 0u);
+    }
     // Full blocks stay dense where dense leaves are smaller (all but tiny d,
     // where a tie goes to COOW); never larger than without wide nodes.
     Coo<float> full{2 * d, 2 * d, {}, {}, {}};
     for (index_t r = 0; r < 2 * d; ++r)
       for (index_t c = 0; c < 2 * d; ++c) full.push(r, c, 1.0f);
     const auto fw = build_matrix(full, BuildOptions{d, true});
-    if (d >= 16) EXPECT_EQ(validate(fw.content()).coow, 0u);
+    if (d >= 16) {
+      EXPECT_EQ(validate(fw.content()).coow, 0u);
+    }
     EXPECT_LE(fw.pool_bytes(), build_matrix(full, d).pool_bytes());
     EXPECT_EQ(to_coo(fw).val, to_coo(build_matrix(full, d)).val);
     // Empty and one-entry matrices.

@@ -10,36 +10,39 @@
 
 namespace hisparse {
 
-template <class E>
-struct CooView {
+// The arrays of a sparse node (COO1/2/4 with 8-bit coordinates, COOW with
+// 16-bit ones): same shape, different coordinate type and layout.
+template <class Coord, class E>
+struct SparseView {
   std::uint32_t count;
-  const LocalCoord* coords;
+  const Coord* coords;
   const E* values;
 };
+template <class E>
+using CooView = SparseView<LocalCoord, E>;
+template <class V>
+using CoowView = SparseView<WideCoord, V>;
+
+namespace detail {
+template <class Coord, class E>
+HISPARSE_HD inline SparseView<Coord, E> sparse_view(const std::byte* node, std::uint32_t count, CooLayout l) {
+  return {count, reinterpret_cast<const Coord*>(node + l.coord_offset), reinterpret_cast<const E*>(node + l.value_offset)};
+}
+HISPARSE_HD inline std::uint32_t node_count(const std::byte* node) { return *reinterpret_cast<const std::uint32_t*>(node); }
+}  // namespace detail
 
 template <class E>
 HISPARSE_HD inline CooView<E> coo_view(const std::byte* pool, NodeRef ref) {
   const std::byte* node = pool + ref_offset(ref);
-  const std::uint32_t count = *reinterpret_cast<const std::uint32_t*>(node);
-  const CooLayout l = coo_layout(ref_type(ref), count, sizeof(E));
-  return {count, reinterpret_cast<const LocalCoord*>(node + l.coord_offset),
-          reinterpret_cast<const E*>(node + l.value_offset)};
+  const std::uint32_t count = detail::node_count(node);
+  return detail::sparse_view<LocalCoord, E>(node, count, coo_layout(ref_type(ref), count, sizeof(E)));
 }
-
-template <class V>
-struct CoowView {
-  std::uint32_t count;
-  const WideCoord* coords;
-  const V* values;
-};
 
 template <class V>
 HISPARSE_HD inline CoowView<V> coow_view(const std::byte* pool, NodeRef ref) {
   const std::byte* node = pool + ref_offset(ref);
-  const std::uint32_t count = *reinterpret_cast<const std::uint32_t*>(node);
-  const CooLayout l = coow_layout(count, sizeof(V));
-  return {count, reinterpret_cast<const WideCoord*>(node + l.coord_offset),
-          reinterpret_cast<const V*>(node + l.value_offset)};
+  const std::uint32_t count = detail::node_count(node);
+  return detail::sparse_view<WideCoord, V>(node, count, coow_layout(count, sizeof(V)));
 }
 
 // Dense leaf: occupancy mask then values. Dense inner: child references.
