@@ -8,3 +8,12 @@
 // and are listed here.
 #include "spmv/gpu/spmv_gpu.cu"
 #include "copy/gpu/copy_gpu.cu"
+
+#include "hisparse/ops/gpu_controllers.hpp"
+#include "hisparse/runtime/runtime.cuh"
+
+namespace hisparse::ops {
+
+bool gpu_controller_available(runtime::Controller c) noexcept { return runtime::controller_compiled(c); }
+
+}  // namespace hisparse::ops

@@ -3,7 +3,7 @@
 # with a GPU, from a build folder made elsewhere and carried over together
 # with .devbuild/ (lib/: spdlog, fmt, xxhash; matrices/: the SuiteSparse set).
 # Usage: [TESTS="bin ..."] [BENCH=1 BENCH_SCALE=16 BENCH_L2=both BENCH_ARGS="--controllers"] [DEMO_GRID=2048]
-#        tools/gpu_check.sh BUILD_DIR [sanitize]
+#        [SANITIZE_BUILD=build-nordc] tools/gpu_check.sh BUILD_DIR [sanitize]
 # Prepare with tools/prepare_devbuild.sh BUILD_DIR on the development machine,
 # then carry BUILD_DIR and .devbuild.
 set -u
@@ -31,10 +31,21 @@ if [ "${BENCH:-0}" = 1 ]; then
   tail -n 8 "$out/bench.log"
 fi
 if [ "${2:-}" = sanitize ]; then
+  # racecheck and synccheck check nothing in a program that can launch from
+  # the device: they run on a build configured with -Ddevice_launch=false
+  # (SANITIZE_BUILD), which has the persistent and host-loop controllers only.
+  export HISPARSE_RT_TEST_SCALE=small
+  nordc=${SANITIZE_BUILD:-build-nordc}
   for tool in memcheck racecheck synccheck; do
-    echo "== compute-sanitizer --tool $tool (ops: extreme shapes, copy)"
-    timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 9 "$build"/ops/test-ops-gpu \
-      --gtest_filter='SpmvGpu.ExtremeShapes:CopyGpu.*' --gtest_brief=1 2>&1 | tail -n 6
+    b=$build; [ "$tool" = memcheck ] || b=$nordc
+    [ -d "$b" ] || { echo "no $b: skipping $tool"; continue; }
+    echo "== compute-sanitizer --tool $tool ($b: runtime suite; ops: controllers, extreme shapes, copy)"
+    timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 9 "$b"/runtime/tests/runtime-gpu-tests \
+      --gtest_brief=1 >"$out/rt-$tool.log" 2>&1 || status=1
+    grep -E '=====.*(SUMMARY|errors)|PASSED|FAILED' "$out/rt-$tool.log" | tail -n 4
+    timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 9 "$b"/ops/test-ops-gpu \
+      --gtest_filter='SpmvGpu.ExtremeShapes:SpmvGpu.EveryController*:CopyGpu.*' --gtest_brief=1 >"$out/ops-$tool.log" 2>&1 || status=1
+    grep -E '=====.*(SUMMARY|errors)|PASSED|FAILED' "$out/ops-$tool.log" | tail -n 4
   done
 fi
 exit $status

@@ -18,8 +18,15 @@ namespace wl = hisparse::runtime::workloads;
 
 namespace {
 
+std::vector<rt::Controller> compiled_controllers() {
+    std::vector<rt::Controller> v;
+    for (rt::Controller c : rt::all_controllers)
+        if (rt::controller_compiled(c)) v.push_back(c);
+    return v;
+}
+
 struct Options {
-    std::vector<rt::Controller> controllers{std::begin(rt::all_controllers), std::end(rt::all_controllers)};
+    std::vector<rt::Controller> controllers = compiled_controllers();
     std::uint32_t levels = 2000;
     std::uint32_t depth = 8;  // tree: 8^depth leaves
     std::uint32_t repeat = 5;

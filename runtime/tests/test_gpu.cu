@@ -154,6 +154,10 @@ TEST(Queue, StressEachItemExactlyOnce) {
 // ------------------------------------------------------- per-controller tests
 class PerController : public ::testing::TestWithParam<rt::Controller> {
 protected:
+    void SetUp() override {
+        if (!rt::controller_compiled(GetParam()))
+            GTEST_SKIP() << "built without device-side launches (device_launch=false)";
+    }
     rt::RuntimeConfig config() const {
         rt::RuntimeConfig c;
         c.controller = GetParam();
@@ -321,6 +325,15 @@ TEST(Errors, EnqueueIntoMissingBinIsReported) {
     runtime.clear_seeds();
     runtime.seed<Binned>(BadBinItem{1}, 0);
     EXPECT_EQ(runtime.run().total_items(), 1u);
+}
+
+TEST(Errors, DeviceLaunchControllersNeedRelocatableCode) {
+    if (rt::device_launch_compiled) GTEST_SKIP() << "this build has device-side launches";
+    for (rt::Controller c : {rt::Controller::dynamic_parallelism, rt::Controller::tail_launch}) {
+        rt::RuntimeConfig config;
+        config.controller = c;
+        EXPECT_THROW(rt::Runtime<BinnedSetup>{config}, rt::ConfigError) << rt::to_string(c);
+    }
 }
 
 }  // namespace

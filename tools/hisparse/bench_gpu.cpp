@@ -8,6 +8,7 @@
 #include "cusparse_csr.hpp"
 #include "hisparse/formats/builder.hpp"
 #include "hisparse/formats/device_matrix.hpp"
+#include "hisparse/ops/gpu_controllers.hpp"
 #include "hisparse/ops/spmv_gpu.hpp"
 #include "hisparse/ops/spmv_reference.hpp"
 
@@ -118,6 +119,7 @@ std::vector<BenchRecord> bench_spmv(const Matrix<V>& host, const std::string& na
     if (o.controllers) {
       // The paper's way: a full runtime traversal per call, under each controller.
       for (runtime::Controller c : runtime::all_controllers) {
+        if (!ops::gpu_controller_available(c)) continue;  // device_launch=false build
         ops::GpuSpmv<V> rt_plan(a, ops::SpmvOptions{c, false});
         const std::string impl = "hisparse-runtime-" + std::string(runtime::to_string(c));
         record(impl.c_str(), a.pool_bytes(), [&] { rt_plan(dx.as<V>(), dy.as<V>(), V(1), V(0)); });

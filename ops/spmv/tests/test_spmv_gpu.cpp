@@ -10,6 +10,7 @@
 #include "hisparse/formats/builder.hpp"
 #include "hisparse/formats/device_matrix.hpp"
 #include "hisparse/formats/matrix_market.hpp"
+#include "hisparse/ops/gpu_controllers.hpp"
 #include "hisparse/ops/spmv_gpu.hpp"
 #include "hisparse/ops/spmv_reference.hpp"
 #include "support/matrices_dir.hpp"
@@ -116,6 +117,7 @@ TEST(SpmvGpu, EveryControllerWithAndWithoutPlan) {
   SCOPED_TRACE(seed_note(seed));
   std::mt19937_64 rng(seed);
   for (runtime::Controller c : runtime::all_controllers) {
+    if (!ops::gpu_controller_available(c)) continue;  // device_launch=false build
     for (bool reuse : {false, true}) {
       const std::string cfg = std::string(runtime::to_string(c)) + (reuse ? " plan" : " runtime");
       ops::SpmvOptions opt{c, reuse};

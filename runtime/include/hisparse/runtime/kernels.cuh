@@ -95,12 +95,31 @@ __global__ void __launch_bounds__(Setup::block_size)
     }
 }
 
-// Launches the worker of queue q's procedure (host or device side).
+// Launches the worker of queue q's procedure. Two functions, not one
+// __host__ __device__: in a build without relocatable device code the device
+// side cannot launch, and a host/device function whose device side skipped the
+// launch would leave worker_kernel uninstantiated in device code (the host
+// loop's launches then fail with "invalid device function"). The device
+// version is instantiated only by the device controllers.
 template <class Setup, class State, std::size_t... I>
-__host__ __device__ cudaError_t launch_worker(const DeviceState<Setup, State>* ds, unsigned procedure, unsigned queue,
-                                              unsigned blocks, unsigned block_size, unsigned shared_bytes,
-                                              cudaStream_t stream, unsigned mode, unsigned max_batches,
-                                              std::index_sequence<I...>) {
+__host__ cudaError_t launch_worker_from_host(const DeviceState<Setup, State>* ds, unsigned procedure, unsigned queue,
+                                             unsigned blocks, unsigned block_size, unsigned shared_bytes,
+                                             cudaStream_t stream, unsigned mode, unsigned max_batches,
+                                             std::index_sequence<I...>) {
+    cudaError_t result = cudaSuccess;
+    ((procedure == I ? (worker_kernel<Setup, State, I>
+                        <<<blocks, block_size, shared_bytes, stream>>>(ds, queue, mode, max_batches),
+                        result = cudaGetLastError(), void())
+                     : void()),
+     ...);
+    return result;
+}
+
+template <class Setup, class State, std::size_t... I>
+__device__ cudaError_t launch_worker(const DeviceState<Setup, State>* ds, unsigned procedure, unsigned queue,
+                                     unsigned blocks, unsigned block_size, unsigned shared_bytes,
+                                     cudaStream_t stream, unsigned mode, unsigned max_batches,
+                                     std::index_sequence<I...>) {
     cudaError_t result = cudaSuccess;
     ((procedure == I ? (worker_kernel<Setup, State, I>
                         <<<blocks, block_size, shared_bytes, stream>>>(ds, queue, mode, max_batches),

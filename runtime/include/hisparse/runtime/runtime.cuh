@@ -32,6 +32,21 @@
 
 namespace hisparse::runtime {
 
+// Whether this translation unit can launch from the device: the
+// dynamic-parallelism and tail-launch controllers need relocatable device
+// code (-rdc=true, the default build; off with -Ddevice_launch=false, which
+// compute-sanitizer's racecheck and synccheck need). Not `inline`: each
+// translation unit keeps its own answer.
+#if defined(__CUDACC_RDC__)
+constexpr bool device_launch_compiled = true;
+#else
+constexpr bool device_launch_compiled = false;
+#endif
+
+constexpr bool controller_compiled(Controller c) noexcept {
+    return device_launch_compiled || (c != Controller::dynamic_parallelism && c != Controller::tail_launch);
+}
+
 template <class Setup, class State = NoState>
 class Runtime {
     static_assert(std::is_trivially_copyable_v<State>,
@@ -52,6 +67,10 @@ public:
     // legacy default stream) or any stream of the current device.
     explicit Runtime(const RuntimeConfig& config = {}, const State& state = {}, cudaStream_t stream = nullptr)
         : description_(Setup::describe()), stream_(stream) {
+        if (!controller_compiled(config.controller))
+            throw ConfigError("controller '" + std::string(to_string(config.controller)) +
+                              "' launches from the device and needs relocatable device code: compile with "
+                              "-rdc=true (meson option device_launch=true)");
         limits_ = query_device_limits();
         config_ = resolve(config, description_, limits_);
         allocate();
@@ -130,12 +149,17 @@ public:
         std::uint64_t host_blocks = 0;
         switch (config_.controller) {
             case Controller::dynamic_parallelism:
-                detail::dp_controller_kernel<Setup, State><<<1, 32, 0, stream_>>>(device_state());
-                check(cudaGetLastError(), "launch of dp_controller_kernel");
+                // Not instantiated without -rdc (the constructor refused it).
+                if constexpr (device_launch_compiled) {
+                    detail::dp_controller_kernel<Setup, State><<<1, 32, 0, stream_>>>(device_state());
+                    check(cudaGetLastError(), "launch of dp_controller_kernel");
+                }
                 break;
             case Controller::tail_launch:
-                detail::tail_controller_kernel<Setup, State><<<1, 32, 0, stream_>>>(device_state());
-                check(cudaGetLastError(), "launch of tail_controller_kernel");
+                if constexpr (device_launch_compiled) {
+                    detail::tail_controller_kernel<Setup, State><<<1, 32, 0, stream_>>>(device_state());
+                    check(cudaGetLastError(), "launch of tail_controller_kernel");
+                }
                 break;
             case Controller::persistent:
                 detail::persistent_kernel<Setup, State>
@@ -326,7 +350,7 @@ private:
                 const unsigned batches = (available + rq.items_per_block - 1) / rq.items_per_block;
                 const unsigned blocks = std::min<unsigned>(config_.max_blocks_per_launch, batches);
                 const unsigned per_block = (batches + blocks - 1) / blocks;
-                check(detail::launch_worker(device_state(), rq.procedure, q, blocks, config_.block_size,
+                check(detail::launch_worker_from_host(device_state(), rq.procedure, q, blocks, config_.block_size,
                                             rq.shared_bytes, stream_, detail::worker_plain, per_block, procedures),
                       "launch of worker_kernel (host loop)");
                 ++launches;
