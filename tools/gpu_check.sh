@@ -3,9 +3,9 @@
 # with a GPU, from a build folder made elsewhere and carried over together
 # with .devbuild/ (lib/: spdlog, fmt, xxhash; matrices/: the SuiteSparse set).
 # Usage: [TESTS="bin ..."] [BENCH=1 BENCH_SCALE=16 BENCH_L2=both BENCH_ARGS="--controllers"] [DEMO_GRID=2048]
-#        [SANITIZE_BUILD=build-nordc] tools/gpu_check.sh BUILD_DIR [sanitize]
-# Prepare with tools/prepare_devbuild.sh BUILD_DIR on the development machine,
-# then carry BUILD_DIR and .devbuild.
+#        [SANITIZE_BUILD=.devbuild/build-nordc] tools/gpu_check.sh .devbuild/build [sanitize]
+# Prepare with tools/prepare_devbuild.sh build build-nordc on the development
+# machine (build-nordc: configured with -Ddevice_launch=false), then carry .devbuild.
 set -u
 build=${1:-build}
 export LD_LIBRARY_PATH="$PWD/.devbuild/lib:${LD_LIBRARY_PATH:-}"
@@ -35,7 +35,7 @@ if [ "${2:-}" = sanitize ]; then
   # the device: they run on a build configured with -Ddevice_launch=false
   # (SANITIZE_BUILD), which has the persistent and host-loop controllers only.
   export HISPARSE_RT_TEST_SCALE=small
-  nordc=${SANITIZE_BUILD:-build-nordc}
+  nordc=${SANITIZE_BUILD:-.devbuild/build-nordc}
   for tool in memcheck racecheck synccheck; do
     b=$build; [ "$tool" = memcheck ] || b=$nordc
     [ -d "$b" ] || { echo "no $b: skipping $tool"; continue; }

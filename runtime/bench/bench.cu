@@ -2,7 +2,7 @@
 // per level of a chain of dependent items, and items per second for a tree of
 // tiny items and for a wide fan-out. Prints a Markdown table.
 //
-//   hisparse-rt-bench [--controller NAME] [--levels N] [--depth D] [--repeat R]
+//   hisparse-rt-bench [--controller NAME] [--levels N] [--depth D] [--repeat R] [--blocks-per-sm N]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -31,6 +31,7 @@ struct Options {
     std::uint32_t depth = 8;  // tree: 8^depth leaves
     std::uint32_t repeat = 5;
     std::uint32_t empty_runs = 200;
+    std::uint32_t blocks_per_sm = 0;  // persistent: 0 = as many as fit
 };
 
 double median(std::vector<double> v) {
@@ -120,10 +121,11 @@ int main(int argc, char** argv) {
         else if (a == "--levels") o.levels = static_cast<std::uint32_t>(std::stoul(next()));
         else if (a == "--depth") o.depth = static_cast<std::uint32_t>(std::stoul(next()));
         else if (a == "--repeat") o.repeat = static_cast<std::uint32_t>(std::stoul(next()));
+        else if (a == "--blocks-per-sm") o.blocks_per_sm = static_cast<std::uint32_t>(std::stoul(next()));
         else {
             std::fprintf(stderr,
                          "usage: hisparse-rt-bench [--controller dp|tail|persistent|host] [--levels N] "
-                         "[--depth D] [--repeat R]\n");
+                         "[--depth D] [--repeat R] [--blocks-per-sm N]\n");
             return 2;
         }
     }
@@ -140,12 +142,18 @@ int main(int argc, char** argv) {
         for (auto c : o.controllers) {
             rt::RuntimeConfig cfg;
             cfg.controller = c;
+            cfg.persistent_blocks_per_sm = o.blocks_per_sm;
             rows.push_back(measure(std::string(rt::to_string(c)), cfg, o, totals));
+            if (c == rt::Controller::persistent) {
+                // Every item through the global queues (no block-local stash).
+                cfg.local_stash = false;
+                rows.push_back(measure("persistent, local_stash=false", cfg, o, totals));
+            }
             if (c == rt::Controller::dynamic_parallelism) {
-                // Opt-in: workers wait up to 20 us for new items of their queue,
-                // so a dependent chain does not pay a device-side launch per level.
-                cfg.linger_us = 20;
-                rows.push_back(measure("dynamic_parallelism, linger_us=20", cfg, o, totals));
+                // The paper's form: workers exit once their queue is empty, so
+                // every dependent level pays a device-side launch.
+                cfg.linger_us = 0;
+                rows.push_back(measure("dynamic_parallelism, linger_us=0", cfg, o, totals));
             }
         }
         std::printf("device: %s; chain %u levels, tree 8^%u leaves, wide 64 x 2^17; median of %u runs "

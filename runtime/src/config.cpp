@@ -88,6 +88,7 @@ ResolvedConfig resolve(const RuntimeConfig& config, const SetupDescription& setu
     r.drain = config.drain;
     if (config.linger_us > 1000000) fail("linger_us above one second");
     r.linger_us = config.drain ? config.linger_us : 0;
+    r.local_stash = config.local_stash;
     r.watchdog = config.watchdog;
 
     for (std::uint32_t p = 0; p < setup.procedures.size(); ++p) {

@@ -215,6 +215,34 @@ TEST_P(PerController, TreeOfTinyItemsExactlyOnceAndRepeatable) {
     }
 }
 
+// The persistent controller's blocks run the children they stash themselves
+// (the default); the same workloads through the global queues only.
+TEST(Persistent, WithoutLocalStash) {
+    rt::RuntimeConfig c;
+    c.controller = rt::Controller::persistent;
+    c.local_stash = false;
+    const std::uint32_t levels = sizes().chain_levels;
+    TotalsBuffer totals;
+    {
+        rt::Runtime<wl::ChainSetup, wl::ChainState> runtime(c, wl::ChainState{totals.device()});
+        runtime.seed<wl::Ping>(wl::ChainItem{levels - 1});
+        EXPECT_EQ(runtime.run().total_items(), levels);
+        EXPECT_EQ(totals.read().count, levels);
+    }
+    const std::uint32_t depth = sizes().tree_depth;
+    std::uint64_t leaves = 1;
+    for (std::uint32_t i = 0; i < depth; ++i) leaves *= 8;
+    c.capacities = {static_cast<std::uint32_t>(leaves), static_cast<std::uint32_t>(leaves)};
+    rt::Runtime<wl::TreeSetup, wl::TreeState> runtime(c, wl::TreeState{totals.device(), 8, depth});
+    runtime.seed<wl::TreeNode>(wl::TreeItem{0, 0});
+    totals.clear();
+    runtime.run();
+    const wl::Totals t = totals.read();
+    EXPECT_EQ(t.count, leaves);
+    EXPECT_EQ(t.sum, leaves * (leaves - 1) / 2);
+    EXPECT_EQ(runtime.items_processed<wl::TreeNode>(), (leaves - 1) / 7);
+}
+
 TEST_P(PerController, WideFanOut) {
     const Sizes sz = sizes();
     const std::uint64_t leaves = std::uint64_t{sz.wide_roots} * sz.wide_per_root;

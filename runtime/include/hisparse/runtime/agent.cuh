@@ -15,6 +15,7 @@ struct BatchClaim {
     unsigned long long first;
     unsigned count;
     unsigned queue;
+    unsigned local;  // non-zero: the items are in the block's LocalStash, not in the queue
 };
 
 // Thread `tid` == 0 claims up to one block's worth of items from queue q.
@@ -27,19 +28,23 @@ __device__ inline void claim_batch(const DeviceState<Setup, State>* ds, unsigned
         out.first = first;
         out.count = count;
         out.queue = q;
+        out.local = 0;
     }
 }
 
 // Runs a claimed batch of procedure I. All threads of the block call it.
+// `stash` (persistent blocks only, else null) receives the items the batch
+// enqueues for one queue, up to a batch; the caller runs them next.
 template <class Setup, class State, std::size_t I>
 __device__ void run_batch(const DeviceState<Setup, State>* ds, const BatchClaim& claim, unsigned char* shared,
-                          unsigned tid) {
+                          unsigned tid, LocalStash* stash) {
     using P = typename Setup::template procedure_at<I>;
     using Payload = typename P::payload_type;
     constexpr unsigned threads = P::threads_per_item;
     constexpr unsigned shared_per_item = detail::shared_bytes_of<P>();
     const unsigned count = claim.count;
     const unsigned long long first = claim.first;
+    const bool local = claim.local != 0u;
     const QueueView& view = ds->queues[claim.queue];
     const unsigned group = tid / threads;
     const unsigned lane = tid % threads;
@@ -51,31 +56,55 @@ __device__ void run_batch(const DeviceState<Setup, State>* ds, const BatchClaim&
         unsigned char none;
         __device__ Slot() : none(0) {}
     } item;
-    if (active) item.value = view.template read<Payload>(first + group);
+    if (active) {
+        if (local)
+            item.value = reinterpret_cast<const Payload*>(stash->bytes)[group];
+        else
+            item.value = view.template read<Payload>(first + group);
+    }
     // Every thread of the group holds its copy: the slot can go back to writers.
     __syncthreads();
-    if (active && lane == 0) view.release(first + group);
-    if (tid == 0) view.release_room(count);
+    if (!local) {
+        if (active && lane == 0) view.release(first + group);
+        if (tid == 0) view.release_room(count);
+    }
+    if (stash != nullptr) {
+        // The stash is empty for this batch's children; nobody pushes before
+        // the barrier below.
+        if (tid == 0) {
+            stash->queue = no_queue;
+            stash->count = 0;
+        }
+        __syncthreads();
+    }
 
     if (active) {
-        Context<Setup, State> ctx(ds, shared + static_cast<std::size_t>(group) * shared_per_item, group, threads, lane);
+        Context<Setup, State> ctx(ds, shared + static_cast<std::size_t>(group) * shared_per_item, group, threads, lane,
+                                  stash);
         P::run(static_cast<const Payload&>(item.value), lane, threads, ctx);
     }
     // Completion is counted after every enqueue of the batch has counted its
     // items in `pending`: pending can only reach zero when no work is left.
+    // Stashed children are counted here, in the same atomic that retires their
+    // parents, so pending never dips to zero in between.
     __syncthreads();
     if (tid == 0) {
-        __threadfence();
+        const unsigned stashed = stash != nullptr ? stash->count : 0u;
+        // Release (cumulative over the block's writes ordered by the barrier):
+        // lighter than __threadfence's sequentially consistent fence.
+        cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_device);
         atomicAdd(&ds->items_done[I], static_cast<unsigned long long>(count));
-        atomicAdd(&ds->counters->pending, 0ull - count);  // no 64-bit atomicSub
+        const unsigned long long delta =
+            static_cast<unsigned long long>(stashed) - static_cast<unsigned long long>(count);  // mod 2^64
+        if (delta != 0ull) atomicAdd(&ds->counters->pending, delta);
     }
 }
 
 template <class Setup, class State, std::size_t... I>
 __device__ void dispatch_batch(const DeviceState<Setup, State>* ds, const BatchClaim& claim, unsigned char* shared,
-                               unsigned tid, std::index_sequence<I...>) {
+                               unsigned tid, std::index_sequence<I...>, LocalStash* stash = nullptr) {
     const unsigned procedure = ds->queues[claim.queue].procedure;
-    ((procedure == I ? run_batch<Setup, State, I>(ds, claim, shared, tid) : void()), ...);
+    ((procedure == I ? run_batch<Setup, State, I>(ds, claim, shared, tid, stash) : void()), ...);
 }
 
 }  // namespace hisparse::runtime::detail

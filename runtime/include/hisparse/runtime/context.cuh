@@ -40,6 +40,7 @@ struct DeviceState {
     unsigned min_running_blocks = 0;
     unsigned max_blocks_per_launch = 0;
     unsigned pending_launch_limit = 0;
+    unsigned local_stash = 0;  // persistent blocks keep a batch of their own children (RuntimeConfig)
 };
 
 namespace detail {
@@ -66,12 +67,64 @@ __device__ void finish_run(const DeviceState<Setup, State>* ds) {
 }
 }  // namespace detail
 
+namespace detail {
+
+// Shared-memory bytes of a persistent block's stash of payloads.
+inline constexpr unsigned local_stash_bytes = 2048;
+inline constexpr unsigned no_queue = ~0u;
+
+// Items one block enqueued during its current batch, all for one queue, that
+// it runs itself as its next batch (persistent controller only). Writers
+// take a position with a shared-memory atomic; the batch's closing barrier
+// publishes the items to the block, which is the only reader. Nothing here
+// is visible to other blocks: the items are counted in `pending` when the
+// batch that produced them retires, in the same atomic (see run_batch).
+struct LocalStash {
+    unsigned queue;  // no_queue while empty
+    unsigned count;  // items stored (never above the capacity, see try_push)
+    alignas(16) unsigned char bytes[local_stash_bytes];
+
+    // Capacity in items of type T for a queue of `items_per_block`.
+    template <class T>
+    __device__ static unsigned capacity(unsigned items_per_block) {
+        constexpr unsigned fit = local_stash_bytes / sizeof(T);
+        return items_per_block < fit ? items_per_block : fit;
+    }
+
+    template <class T>
+    __device__ bool try_push(unsigned q, const T& item, unsigned items_per_block) {
+        unsigned owner = *static_cast<volatile unsigned*>(&queue);
+        if (owner == no_queue) {
+            owner = atomicCAS(&queue, no_queue, q);
+            if (owner == no_queue) owner = q;
+        }
+        if (owner != q) return false;
+        const unsigned cap = capacity<T>(items_per_block);
+        // Cheap test first: a wide fan-out finds the stash full for all but
+        // its first items, and contended shared atomics serialise.
+        if (*static_cast<volatile unsigned*>(&count) >= cap) return false;
+        // A push that finds the stash full takes its increment back. Once
+        // `count` has reached cap it never drops below it again (every later
+        // increment is undone by its own push), so no position below cap is
+        // given out twice and the final count is exactly min(pushes, cap).
+        const unsigned pos = atomicAdd(&count, 1u);
+        if (pos >= cap) {
+            atomicSub(&count, 1u);
+            return false;
+        }
+        reinterpret_cast<T*>(bytes)[pos] = item;
+        return true;
+    }
+};
+
+}  // namespace detail
+
 template <class Setup, class State>
 class Context {
 public:
     __device__ Context(const DeviceState<Setup, State>* ds, void* shared, unsigned group, unsigned group_size,
-                       unsigned lane)
-        : ds_(ds), shared_(shared), group_(group), group_size_(group_size), lane_(lane) {}
+                       unsigned lane, detail::LocalStash* stash = nullptr)
+        : ds_(ds), shared_(shared), group_(group), group_size_(group_size), lane_(lane), stash_(stash) {}
 
     // Enqueues an item for procedure P into its queue `bin`. Lanes of a warp
     // that enqueue into the same queue at the same time share one reservation.
@@ -86,6 +139,7 @@ public:
             return;
         }
         const QueueView& q = ds_->queues[first + bin];
+        if (stash_ != nullptr && stash_->try_push(first + bin, item, q.items_per_block)) return;
         if (!q.try_enqueue(item, &ds_->counters->pending)) {
             atomicOr(&q.run->overflow, 1u);
             atomicOr(&ds_->counters->error, static_cast<unsigned>(error_overflow));
@@ -118,6 +172,7 @@ private:
     unsigned group_;
     unsigned group_size_;
     unsigned lane_;
+    detail::LocalStash* stash_;
 };
 
 }  // namespace hisparse::runtime

@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(Setup::block_size)
             if (!again) break;
             continue;
         }
-        run_batch<Setup, State, I>(ds, claim, dynamic_shared, tid);
+        run_batch<Setup, State, I>(ds, claim, dynamic_shared, tid, nullptr);
         if (max_batches != 0 && ++batches >= max_batches) break;
     }
     if ((mode & worker_count_blocks) != 0u) {
@@ -277,43 +277,94 @@ __global__ void __launch_bounds__(Setup::block_size) persistent_kernel(const Dev
     constexpr auto procedures = std::make_index_sequence<Setup::procedure_count>{};
     extern __shared__ __align__(16) unsigned char dynamic_shared[];
     __shared__ BatchClaim claim;
+    __shared__ LocalStash stash_storage;
     const unsigned tid = threadIdx.x;
     RunCounters* counters = ds->counters;
+    LocalStash* stash = ds->local_stash != 0u ? &stash_storage : nullptr;
+    if (tid == 0) {
+        stash_storage.queue = no_queue;
+        stash_storage.count = 0;
+    }
+    __syncthreads();
+    unsigned local_batches = 0;
     while (true) {
-        if (tid == 0) {
+        // The block's own children first: no global atomics, and a dependent
+        // chain stays on this multiprocessor. run_batch ended with a barrier,
+        // so every thread reads the same count.
+        if (stash != nullptr && stash->count != 0u) {
+            if (tid == 0) {
+                claim.first = 0;
+                claim.count = stash->count;
+                claim.queue = stash->queue;
+                claim.local = 1;
+                // An endless local chain must still see the watchdog's abort.
+                if ((++local_batches & 15u) == 0u && should_stop(counters)) claim.queue = queue_count;
+            }
+            __syncthreads();
+            if (claim.queue == queue_count) break;
+            dispatch_batch(ds, claim, dynamic_shared, tid, procedures, stash);
+            continue;
+        }
+        if (tid < 32) {
+            // Warp 0 looks for work. Its lanes read every queue's `available`
+            // and the stop flags at once (one round trip to L2 however many
+            // queues), then lane 0 claims from the last non-empty queue: on a
+            // dependent chain this scan is on the critical path of every level.
+            const unsigned lane = tid;
             unsigned backoff = 16;
             unsigned idle_scans = 0;
-            claim.count = 0;
-            claim.queue = queue_count;  // "stop"
+            unsigned found_queue = queue_count;  // "stop"
+            unsigned found_count = 0;
+            unsigned long long found_first = 0;
             while (true) {
-                if (should_stop(counters)) break;
-                bool found = false;
-                for (int q = static_cast<int>(queue_count) - 1; q >= 0 && !found; --q) {
-                    const QueueView& view = ds->queues[q];
-                    if (view.available_relaxed() <= 0) continue;
-                    unsigned long long first = 0;
-                    const unsigned count = view.claim(view.items_per_block, first);
-                    if (count != 0) {
-                        claim.first = first;
-                        claim.count = count;
-                        claim.queue = static_cast<unsigned>(q);
-                        found = true;
+                // Every lane reads the same words (one request); the votes make
+                // the decisions warp-uniform, so no lane leaves the loop alone.
+                const bool stop = __any_sync(0xffffffffu, should_stop(counters));
+                unsigned masks[(queue_count + 31) / 32];
+#pragma unroll
+                for (unsigned k = 0; k < (queue_count + 31) / 32; ++k) {
+                    const unsigned q = 32u * k + lane;
+                    masks[k] = __ballot_sync(0xffffffffu, q < queue_count && ds->queues[q].available_relaxed() > 0);
+                }
+                if (stop) break;
+                for (int k = static_cast<int>((queue_count + 31) / 32) - 1; k >= 0 && found_count == 0; --k) {
+                    unsigned mask = masks[k];
+                    while (mask != 0u && found_count == 0) {
+                        const unsigned bit = 31u - static_cast<unsigned>(__clz(mask));
+                        mask &= ~(1u << bit);
+                        const unsigned q = 32u * static_cast<unsigned>(k) + bit;
+                        if (lane == 0) {
+                            const QueueView& view = ds->queues[q];
+                            found_count = view.claim(view.items_per_block, found_first, true);
+                        }
+                        found_count = __shfl_sync(0xffffffffu, found_count, 0);
+                        if (found_count != 0) found_queue = q;
                     }
                 }
-                if (found) break;
-                if ((++idle_scans & 3u) == 1u &&
-                    device_atomic<unsigned long long>(counters->pending).load(cuda::memory_order_acquire) == 0ull)
-                    break;
+                if (found_count != 0) break;
+                if ((++idle_scans & 3u) == 1u) {
+                    int done = 0;
+                    if (lane == 0)
+                        done = device_atomic<unsigned long long>(counters->pending).load(cuda::memory_order_acquire) ==
+                               0ull;
+                    if (__shfl_sync(0xffffffffu, done, 0) != 0) break;
+                }
                 // Idle blocks back off far: with hundreds of them polling, one
                 // still looks within nanoseconds, and fewer loads on the hot
                 // counter lines keep the enqueue/claim atomics fast.
                 __nanosleep(backoff);
                 backoff = backoff < 4096 ? backoff * 2 : 4096;
             }
+            if (lane == 0) {
+                claim.first = found_first;
+                claim.count = found_count;
+                claim.queue = found_count != 0 ? found_queue : queue_count;
+                claim.local = 0;
+            }
         }
         __syncthreads();
         if (claim.queue == queue_count) break;
-        dispatch_batch(ds, claim, dynamic_shared, tid, procedures);
+        dispatch_batch(ds, claim, dynamic_shared, tid, procedures, stash);
         // run_batch ends with a barrier, so thread 0 may overwrite `claim` now.
     }
     if (tid == 0) {

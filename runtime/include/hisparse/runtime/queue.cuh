@@ -140,9 +140,11 @@ struct QueueView {
     // Claims up to `want` published items; one thread calls it. Returns the
     // count and sets `first` to the first position. Exact: the sum of claims
     // never exceeds the published items (see the file comment).
-    __device__ unsigned claim(unsigned want, unsigned long long& first) const {
+    // `seen_available`: the caller has just read `available` > 0, so the
+    // early-out load (a round trip to L2) is skipped.
+    __device__ unsigned claim(unsigned want, unsigned long long& first, bool seen_available = false) const {
         detail::device_atomic<int> avail(counters->available);
-        if (avail.load(cuda::memory_order_relaxed) <= 0) return 0;
+        if (!seen_available && avail.load(cuda::memory_order_relaxed) <= 0) return 0;
         const int old = atomicSub(&counters->available, static_cast<int>(want));
         const int got = old <= 0 ? 0 : (old < static_cast<int>(want) ? old : static_cast<int>(want));
         if (got < static_cast<int>(want)) atomicAdd(&counters->available, static_cast<int>(want) - got);

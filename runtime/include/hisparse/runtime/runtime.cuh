@@ -281,6 +281,7 @@ private:
         ds->block_size = config_.block_size;
         ds->drain = config_.drain ? 1u : 0u;
         ds->linger_ns = config_.linger_us * 1000u;
+        ds->local_stash = config_.local_stash ? 1u : 0u;
         ds->min_running_blocks = config_.min_running_blocks;
         ds->max_blocks_per_launch = config_.max_blocks_per_launch;
         ds->pending_launch_limit = config_.pending_launch_limit;
