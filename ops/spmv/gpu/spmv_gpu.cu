@@ -39,7 +39,17 @@ __device__ void plan_bin(const PlanBins& p, std::uint64_t block, const SpmvState
   constexpr std::uint32_t threads = leaf_threads<Bin>;
   constexpr std::uint32_t per_block = plan_block / threads;
   const std::uint64_t i = block * per_block + threadIdx.x / threads;
-  if (i < p.count[Bin]) run_leaf<V>(Bin, p.items[Bin][i], threadIdx.x % threads, threads, st, acc);
+  const NodeItem* it = i < p.count[Bin] ? p.items[Bin] + i : nullptr;
+  // The one-entry and small bins merge equal outputs across the warp, so all
+  // lanes take part whether or not they have a leaf.
+  if constexpr (Bin == bin_one || Bin == bin_small) {
+    PendingAdd<V> pending;
+    if constexpr (Bin == bin_one) pending = leaf_one_pending<V>(it, st);
+    else if (it) leaf_coo<V>(*it, threadIdx.x % threads, threads, st, &pending);
+    warp_segmented_add(st.y, pending.key, pending.val, pending.valid);  // one call site: the whole warp
+  } else if (it) {
+    run_leaf<V>(Bin, *it, threadIdx.x % threads, threads, st, acc);
+  }
 }
 
 template <class V>

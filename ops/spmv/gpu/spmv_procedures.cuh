@@ -80,6 +80,34 @@ __device__ inline void load4(const double* p, double (&a)[4]) {
   a[0] = u.x; a[1] = u.y; a[2] = v.x; a[3] = v.y;
 }
 
+// Adds `val` into y[key] for every lane of the warp, one atomic per run of
+// equal keys in adjacent lanes (segments by head flags, then a Hillis-Steele
+// suffix sum inside each segment). All 32 lanes must call it; lanes without
+// a value pass valid = false. Adjacent leaves of one parent share their block
+// row, so in SpMV (N) a long row's entries collapse to one atomic per warp
+// instead of one per lane: same-address atomics serialise in L2.
+template <class V>
+__device__ inline void warp_segmented_add(V* y, std::uint64_t key, V val, bool valid) {
+  constexpr unsigned full = 0xffffffffu;
+  const unsigned lane = threadIdx.x & 31u;
+  if (!valid) {
+    key = ~std::uint64_t{0};
+    val = V(0);
+  }
+  const std::uint64_t prev = __shfl_up_sync(full, key, 1);
+  const bool head = valid && (lane == 0 || prev != key);
+  const unsigned heads = __ballot_sync(full, head);
+  const unsigned le = lane == 31 ? full : (2u << lane) - 1u;
+  // Invalid lanes (key ~0, value 0) join whatever segment precedes them: harmless.
+  const unsigned seg = __popc(heads & le);
+  for (unsigned off = 1; off < 32; off <<= 1) {
+    const V v2 = __shfl_down_sync(full, val, off);
+    const unsigned s2 = __shfl_down_sync(full, seg, off);
+    if (lane + off < 32 && s2 == seg) val += v2;
+  }
+  if (head) atomicAdd(y + key, val);
+}
+
 // ---- leaf kernels: the work of one leaf, spread over `group` lanes ---------
 
 template <class V>
@@ -90,11 +118,38 @@ __device__ inline void leaf_one(const NodeItem& it, const SpmvState<V>& st) {
   accumulate(st, it.brow, it.bcol, lc, *reinterpret_cast<const V*>(node + l.value_offset));
 }
 
+// The one-entry bin in the plan: the lane's product, for warp_segmented_add.
+template <class V>
+__device__ inline PendingAdd<V> leaf_one_pending(const NodeItem* it, const SpmvState<V>& st) {
+  PendingAdd<V> p;
+  if (it) {
+    const std::byte* node = st.pool + ref_offset(it->ref);
+    constexpr CooLayout l = coo_layout(NodeType::coo1, 1, sizeof(V));
+    const LocalCoord lc = *reinterpret_cast<const LocalCoord*>(node + l.coord_offset);
+    const std::uint64_t r = (it->brow << st.log2d) | lc.row, c = (it->bcol << st.log2d) | lc.col;
+    p = {st.transposed ? c : r, st.k * *reinterpret_cast<const V*>(node + l.value_offset) * st.x[st.transposed ? r : c],
+         true};
+  }
+  return p;
+}
+
 // Few entries (COO2, or COO4 with <= 32): each lane loads 4 coordinates and 4
 // values with one vector access each (the reason for COOX padding), and adds
 // runs of entries that share an output index before its atomic.
+// A lane's last run of equal outputs, handed to warp_segmented_add.
 template <class V>
-__device__ inline void leaf_coo(const NodeItem& it, std::uint32_t lane, std::uint32_t group, const SpmvState<V>& st) {
+struct PendingAdd {
+  std::uint64_t key = 0;
+  V val = V(0);
+  bool valid = false;
+};
+
+// With `pending` (plan path: group 8, at most 32 entries, so one step per
+// lane), the lane's last run is returned there instead of added: the caller
+// merges it across the warp.
+template <class V>
+__device__ inline void leaf_coo(const NodeItem& it, std::uint32_t lane, std::uint32_t group, const SpmvState<V>& st,
+                                PendingAdd<V>* pending = nullptr) {
   if (ref_type(it.ref) != NodeType::coo4) {
     const CooView<V> v = coo_view<V>(st.pool, it.ref);
     for (std::uint32_t i = lane; i < v.count; i += group) accumulate(st, it.brow, it.bcol, v.coords[i], v.values[i]);
@@ -124,7 +179,8 @@ __device__ inline void leaf_coo(const NodeItem& it, std::uint32_t lane, std::uin
       }
       sum += a[j] * st.x[in];
     }
-    atomicAdd(st.y + out, st.k * sum);
+    if (pending && 4 * (q + group) >= n) *pending = PendingAdd<V>{out, st.k * sum, true};
+    else atomicAdd(st.y + out, st.k * sum);
   }
 }
 
