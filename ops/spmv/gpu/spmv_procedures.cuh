@@ -197,20 +197,34 @@ __device__ inline void leaf_coo_warp(const NodeItem& it, std::uint32_t lane, con
   const auto* c4 = reinterpret_cast<const uint2*>(node + l.coord_offset);
   const V* vals = reinterpret_cast<const V*>(node + l.value_offset);
   const std::uint64_t in_base = (st.transposed ? it.brow : it.bcol) << st.log2d;
-  for (std::uint32_t q = lane; 4 * q < n; q += 32) {
-    const uint2 cw = c4[q];
-    V a[4];
-    load4(vals + 4 * q, a);
-    const std::uint32_t words[2] = {cw.x, cw.y};
-    const std::uint32_t m = min(4u, n - 4 * q);
+  // Uniform trip count, so that the whole warp merges equal outputs of each
+  // step (a long row's 128 products become a few shared-memory atomics
+  // instead of 128 on one address).
+  for (std::uint32_t base = 0; base < n; base += 128) {
+    const std::uint32_t q = base / 4 + lane;
+    const std::uint32_t m = 4 * q < n ? min(4u, n - 4 * q) : 0u;
+    std::uint32_t out = 0xFFFFFFFFu;
+    V sum = V(0);
+    if (m > 0) {
+      const uint2 cw = c4[q];
+      V a[4];
+      load4(vals + 4 * q, a);
+      const std::uint32_t words[2] = {cw.x, cw.y};
 #pragma unroll
-    for (std::uint32_t j = 0; j < 4; ++j) {
-      if (j < m) {
-        const std::uint32_t row = (words[j / 2] >> (16 * (j % 2))) & 0xFFu, col = (words[j / 2] >> (16 * (j % 2) + 8)) & 0xFFu;
-        const std::uint32_t o = st.transposed ? col : row, in = st.transposed ? row : col;
-        atomicAdd(acc + o, a[j] * st.x[in_base + in]);
+      for (std::uint32_t j = 0; j < 4; ++j) {
+        if (j < m) {
+          const std::uint32_t row = (words[j / 2] >> (16 * (j % 2))) & 0xFFu, col = (words[j / 2] >> (16 * (j % 2) + 8)) & 0xFFu;
+          const std::uint32_t o = st.transposed ? col : row, in = st.transposed ? row : col;
+          if (o != out) {
+            if (out != 0xFFFFFFFFu) atomicAdd(acc + out, sum);
+            out = o;
+            sum = V(0);
+          }
+          sum += a[j] * st.x[in_base + in];
+        }
       }
     }
+    warp_segmented_add(acc, out, sum, m > 0);
   }
   __syncwarp();
   const std::uint64_t out_base = (st.transposed ? it.bcol : it.brow) << st.log2d;
