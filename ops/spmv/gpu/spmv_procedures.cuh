@@ -118,6 +118,14 @@ __device__ inline void leaf_one(const NodeItem& it, const SpmvState<V>& st) {
   accumulate(st, it.brow, it.bcol, lc, *reinterpret_cast<const V*>(node + l.value_offset));
 }
 
+// A lane's last run of equal outputs, handed to warp_segmented_add.
+template <class V>
+struct PendingAdd {
+  std::uint64_t key = 0;
+  V val = V(0);
+  bool valid = false;
+};
+
 // The one-entry bin in the plan: the lane's product, for warp_segmented_add.
 template <class V>
 __device__ inline PendingAdd<V> leaf_one_pending(const NodeItem* it, const SpmvState<V>& st) {
@@ -136,14 +144,6 @@ __device__ inline PendingAdd<V> leaf_one_pending(const NodeItem* it, const SpmvS
 // Few entries (COO2, or COO4 with <= 32): each lane loads 4 coordinates and 4
 // values with one vector access each (the reason for COOX padding), and adds
 // runs of entries that share an output index before its atomic.
-// A lane's last run of equal outputs, handed to warp_segmented_add.
-template <class V>
-struct PendingAdd {
-  std::uint64_t key = 0;
-  V val = V(0);
-  bool valid = false;
-};
-
 // With `pending` (plan path: group 8, at most 32 entries, so one step per
 // lane), the lane's last run is returned there instead of added: the caller
 // merges it across the warp.
