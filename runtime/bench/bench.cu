@@ -4,10 +4,12 @@
 //
 //   hisparse-rt-bench [--controller NAME] [--levels N] [--depth D] [--repeat R] [--blocks-per-sm N]
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -37,6 +39,25 @@ struct Options {
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
+}
+
+__global__ void empty_kernel() {}
+
+// The floor under any run(): one empty kernel launch and the same event wait
+// that run() uses, host wall time.
+double bare_launch_us(std::uint32_t runs) {
+    rt::Event done;
+    std::vector<double> us;
+    for (std::uint32_t i = 0; i < runs + 20; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        empty_kernel<<<1, 32>>>();
+        rt::check(cudaGetLastError(), "launch of empty_kernel");
+        rt::check(cudaEventRecord(done.get(), nullptr), "cudaEventRecord");
+        if (!rt::wait_for(done.get(), t0 + std::chrono::seconds(10))) throw std::runtime_error("empty kernel hung");
+        const auto t1 = std::chrono::steady_clock::now();
+        if (i >= 20) us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    }
+    return median(us);
 }
 
 struct Row {
@@ -165,6 +186,8 @@ int main(int argc, char** argv) {
         for (const auto& r : rows)
             std::printf("| %s | %.1f | %.2f | %.2f | %.3g | %.3g |\n", r.label.c_str(),
                         r.empty_us, r.level_us, r.launches_per_level, r.tiny_items_per_s, r.wide_items_per_s);
+        std::printf("\nfloor: one empty kernel launch and the event wait run() uses: %.1f us (median of %u)\n",
+                    bare_launch_us(o.empty_runs), o.empty_runs);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "hisparse-rt-bench: %s\n", e.what());
         return 1;

@@ -32,7 +32,7 @@ namespace {
 struct BenchCli {
   std::vector<std::string> files, families;
   std::string matrices_dir = "../shared/matrices";
-  bool no_suite = false, conversion = false, host_only = false;
+  bool no_suite = false, conversion = false, host_only = false, wide = false;
   double scale = 16;  // million entries per generated family
   std::string precision = "f32,f64", l2 = "warm", json, csv, markdown;
   BenchOptions opt;
@@ -187,7 +187,7 @@ std::string summary(const std::vector<BenchRecord>& rs) {
 // builder) and, as the baseline, into CSR the usual way (sort by row and
 // column, sum duplicates, prefix-sum the row counts). Median of `runs`.
 template <class V>
-std::vector<BenchRecord> bench_conversion(const Coo<V>& coo, const std::string& name, int runs) {
+std::vector<BenchRecord> bench_conversion(const Coo<V>& coo, const std::string& name, int runs, bool wide) {
   using clock = std::chrono::steady_clock;
   auto median = [&](auto&& f) {
     std::vector<double> t(runs);
@@ -205,7 +205,7 @@ std::vector<BenchRecord> bench_conversion(const Coo<V>& coo, const std::string& 
   };
   std::uint64_t hbytes = 0, cbytes = 0, nnz = 0;
   const auto [hm, hmean, hstd] = median([&] {
-    const Matrix<V> m = build_matrix(coo);
+    const Matrix<V> m = build_matrix(coo, BuildOptions{default_node_size, wide});
     hbytes = m.pool_bytes() + hsp_header_bytes;
     nnz = m.nnz();
   });
@@ -253,13 +253,14 @@ std::vector<BenchRecord> bench_conversion(const Coo<V>& coo, const std::string& 
 }
 
 template <class V>
-Matrix<V> build_as(const Coo<double>& coo) {
+Matrix<V> build_as(const Coo<double>& coo, bool wide) {
+  const BuildOptions options{default_node_size, wide};
   if constexpr (std::is_same_v<V, double>) {
-    return build_matrix(coo);
+    return build_matrix(coo, options);
   } else {
     Coo<V> c{coo.rows, coo.cols, coo.row, coo.col, {}};
     c.val.assign(coo.val.begin(), coo.val.end());
-    return build_matrix(c);
+    return build_matrix(c, options);
   }
 }
 
@@ -279,6 +280,7 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--warmup", c->opt.warmup, "warm-up runs (20)")->check(CLI::Range(0, 100000));
   sub->add_flag("--conversion", c->conversion, "also time COO -> HiSparse and COO -> CSR conversion on the host");
   sub->add_flag("--host-only", c->host_only, "only the host conversion timings (no GPU needed; implies --conversion)");
+  sub->add_flag("--wide-nodes", c->wide, "build HiSparse matrices with COOW nodes for scattered entries");
   sub->add_flag("--controllers", c->opt.controllers, "also time SpMV as one runtime traversal per call under each controller");
   sub->add_option("--json", c->json, "write every record as JSON");
   sub->add_option("--csv", c->csv, "write every record as CSV");
@@ -303,8 +305,8 @@ void add_bench_command(CLI::App& app) {
       if (c->conversion) {
         Coo<float> c32{coo.rows, coo.cols, coo.row, coo.col, {}};
         c32.val.assign(coo.val.begin(), coo.val.end());
-        if (f32) for (auto& r : bench_conversion(c32, in[i].name, 5)) rs.push_back(r);
-        if (f64) for (auto& r : bench_conversion(coo, in[i].name, 5)) rs.push_back(r);
+        if (f32) for (auto& r : bench_conversion(c32, in[i].name, 5, c->wide)) rs.push_back(r);
+        if (f64) for (auto& r : bench_conversion(coo, in[i].name, 5, c->wide)) rs.push_back(r);
       }
       if (c->host_only) continue;
       for (bool cold : {false, true}) {
@@ -314,8 +316,8 @@ void add_bench_command(CLI::App& app) {
         if (tty)
           std::fprintf(stderr, "\r\033[K[%zu/%zu] %s (%zu entries, %s L2)", i + 1, in.size(), in[i].name.c_str(),
                        coo.nnz(), cold ? "cold" : "warm");
-        if (f32) for (auto& r : bench_spmv(build_as<float>(coo), in[i].name, o)) rs.push_back(r);
-        if (f64) for (auto& r : bench_spmv(build_as<double>(coo), in[i].name, o)) rs.push_back(r);
+        if (f32) for (auto& r : bench_spmv(build_as<float>(coo, c->wide), in[i].name, o)) rs.push_back(r);
+        if (f64) for (auto& r : bench_spmv(build_as<double>(coo, c->wide), in[i].name, o)) rs.push_back(r);
       }
     }
     if (tty) std::fprintf(stderr, "\r\033[K");

@@ -15,7 +15,8 @@ using namespace spmv_gpu;
 template <class V>
 using SpmvSetup = runtime::QueueSetup<256, runtime::ProcedureQueues<InnerProcedure<V>>,
                                   runtime::ProcedureQueues<LeafOne<V>>, runtime::ProcedureQueues<LeafSmall<V>>,
-                                  runtime::ProcedureQueues<LeafLarge<V>>, runtime::ProcedureQueues<LeafDense<V>>>;
+                                  runtime::ProcedureQueues<LeafLarge<V>>, runtime::ProcedureQueues<LeafDense<V>>,
+                                  runtime::ProcedureQueues<LeafWide<V>>>;
 
 constexpr std::uint32_t plan_block = 256;
 
@@ -52,8 +53,12 @@ __device__ void plan_bin(const PlanBins& p, std::uint64_t block, const SpmvState
   }
 }
 
+// The node bins (COO1, small, large, dense) in one launch. Its register
+// count sets the occupancy of the whole memory-bound sweep: 32 registers give
+// 8 blocks of 256 per multiprocessor; the wide bin has a launch of its own
+// so that its code does not raise that count (docs/perf-log.md).
 template <class V>
-__global__ void __launch_bounds__(plan_block) run_plan(PlanBins p, SpmvState<V> st) {
+__global__ void __launch_bounds__(plan_block, sizeof(V) == 4 ? 8 : 7) run_plan(PlanBins p, SpmvState<V> st) {
   // d accumulators per warp for the large bin, zero on entry (see leaf_coo_warp).
   extern __shared__ __align__(16) unsigned char plan_shared[];
   V* acc = reinterpret_cast<V*>(plan_shared) + (threadIdx.x / 32) * (1u << st.log2d);
@@ -66,6 +71,12 @@ __global__ void __launch_bounds__(plan_block) run_plan(PlanBins p, SpmvState<V> 
   else if (b < p.first_block[2]) plan_bin<bin_small>(p, b - p.first_block[1], st, acc);
   else if (b < p.first_block[3]) plan_bin<bin_large>(p, b - p.first_block[2], st, acc);
   else plan_bin<bin_dense>(p, b - p.first_block[3], st, acc);
+}
+
+// The chunks of wide (COOW) nodes.
+template <class V>
+__global__ void __launch_bounds__(plan_block) run_plan_wide(PlanBins p, SpmvState<V> st) {
+  plan_bin<bin_wide>(p, blockIdx.x, st, static_cast<V*>(nullptr));
 }
 
 template <class V>
@@ -95,8 +106,6 @@ struct GpuSpmv<V>::Impl {
   Impl(const DeviceMatrix<V>& m, SpmvOptions o, cudaStream_t s)
       : a(&m), options(o), stream(s), rt(config_for(m, o.controller), {}, s),
         counts(sizeof(unsigned long long) * leaf_bin_count) {
-    if (m.wide_nodes())
-      throw Error("spmv: the GPU procedures do not handle wide (COOW) nodes yet; build the matrix without wide nodes");
     if (m.root() != null_ref) rt.template seed<InnerProcedure<V>>(NodeItem{0, 0, m.root(), 0});
     if (options.reuse_traversal) build_plan();
   }
@@ -135,10 +144,11 @@ struct GpuSpmv<V>::Impl {
       plan.items[b] = st.leaf_lists[b];
       plan.count[b] = n[b];
       plan.first_block[b] = blocks;
-      const std::uint32_t threads = b == bin_one ? leaf_threads<bin_one>
+      const std::uint32_t threads = b == bin_one     ? leaf_threads<bin_one>
                                     : b == bin_small ? leaf_threads<bin_small>
                                     : b == bin_large ? leaf_threads<bin_large>
-                                                     : leaf_threads<bin_dense>;
+                                    : b == bin_dense ? leaf_threads<bin_dense>
+                                                     : leaf_threads<bin_wide>;
       const std::uint32_t per_block = plan_block / threads;
       blocks += (n[b] + per_block - 1) / per_block;
       offset += n[b];
@@ -165,12 +175,18 @@ struct GpuSpmv<V>::Impl {
     if (a->root() == null_ref || alpha == V(0)) return;
     SpmvState<V> st = state(x, y, alpha);
     if (options.reuse_traversal) {
-      const std::uint64_t blocks = plan.first_block[leaf_bin_count];
-      if (blocks == 0) return;
-      if (blocks > 0x7fffffffu) throw Error("spmv: plan needs more than 2^31 blocks");
-      const std::size_t shared = (plan_block / 32) * (std::size_t{1} << st.log2d) * sizeof(V);
-      run_plan<V><<<static_cast<unsigned>(blocks), plan_block, shared, stream>>>(plan, st);
-      cuda_check(cudaGetLastError(), "launch of run_plan");
+      const std::uint64_t blocks = plan.first_block[bin_wide];
+      const std::uint64_t wide_blocks = plan.first_block[leaf_bin_count] - blocks;
+      if (blocks > 0x7fffffffu || wide_blocks > 0x7fffffffu) throw Error("spmv: plan needs more than 2^31 blocks");
+      if (blocks != 0) {
+        const std::size_t shared = (plan_block / 32) * (std::size_t{1} << st.log2d) * sizeof(V);
+        run_plan<V><<<static_cast<unsigned>(blocks), plan_block, shared, stream>>>(plan, st);
+        cuda_check(cudaGetLastError(), "launch of run_plan");
+      }
+      if (wide_blocks != 0) {
+        run_plan_wide<V><<<static_cast<unsigned>(wide_blocks), plan_block, 0, stream>>>(plan, st);
+        cuda_check(cudaGetLastError(), "launch of run_plan_wide");
+      }
       return;
     }
     rt.set_state(st);

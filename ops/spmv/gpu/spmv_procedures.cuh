@@ -26,9 +26,22 @@ struct NodeItem {
 };
 static_assert(sizeof(NodeItem) == 24);
 
-// Leaf bins: COO1 (one entry), few entries (<= 32), many (> 32), dense.
-enum LeafBin : std::uint32_t { bin_one = 0, bin_small = 1, bin_large = 2, bin_dense = 3, leaf_bin_count = 4 };
+// Leaf bins: COO1 (one entry), few entries (<= 32), many (> 32), dense, and
+// wide (COOW) nodes: a level depth-2 node with 16-bit coordinates that stands
+// for a whole d^2 x d^2 sub-tree (format.md). A wide node is cut into chunks
+// of coow_chunk entries, one item each; such an item's `level` field holds
+// the chunk index instead (its level is always depth - 2), so a power-law
+// matrix's heavy corner does not leave one warp working while the rest idle.
+enum LeafBin : std::uint32_t {
+  bin_one = 0,
+  bin_small = 1,
+  bin_large = 2,
+  bin_dense = 3,
+  bin_wide = 4,
+  leaf_bin_count = 5
+};
 inline constexpr std::uint32_t small_leaf_max = 32;
+inline constexpr std::uint32_t coow_chunk = 1024;  // 32 lanes x 4 entries x 8 steps
 
 template <class V>
 struct SpmvState {
@@ -97,6 +110,12 @@ __device__ inline void warp_segmented_add(V* y, std::uint64_t key, V val, bool v
   const std::uint64_t prev = __shfl_up_sync(full, key, 1);
   const bool head = valid && (lane == 0 || prev != key);
   const unsigned heads = __ballot_sync(full, head);
+  // Nothing to merge (scattered outputs, as in SpMV^T of a power-law matrix):
+  // skip the scan, each lane adds its own value.
+  if (heads == __ballot_sync(full, valid)) {
+    if (valid) atomicAdd(y + key, val);
+    return;
+  }
   const unsigned le = lane == 31 ? full : (2u << lane) - 1u;
   // Invalid lanes (key ~0, value 0) join whatever segment precedes them: harmless.
   const unsigned seg = __popc(heads & le);
@@ -106,6 +125,11 @@ __device__ inline void warp_segmented_add(V* y, std::uint64_t key, V val, bool v
     if (lane + off < 32 && s2 == seg) val += v2;
   }
   if (head) atomicAdd(y + key, val);
+}
+
+__device__ inline std::uint32_t coow_chunks(const std::byte* pool, NodeRef ref) {
+  const std::uint32_t n = *reinterpret_cast<const std::uint32_t*>(pool + ref_offset(ref));
+  return (n + coow_chunk - 1) / coow_chunk;
 }
 
 // ---- leaf kernels: the work of one leaf, spread over `group` lanes ---------
@@ -197,34 +221,23 @@ __device__ inline void leaf_coo_warp(const NodeItem& it, std::uint32_t lane, con
   const auto* c4 = reinterpret_cast<const uint2*>(node + l.coord_offset);
   const V* vals = reinterpret_cast<const V*>(node + l.value_offset);
   const std::uint64_t in_base = (st.transposed ? it.brow : it.bcol) << st.log2d;
-  // Uniform trip count, so that the whole warp merges equal outputs of each
-  // step (a long row's 128 products become a few shared-memory atomics
-  // instead of 128 on one address).
-  for (std::uint32_t base = 0; base < n; base += 128) {
-    const std::uint32_t q = base / 4 + lane;
-    const std::uint32_t m = 4 * q < n ? min(4u, n - 4 * q) : 0u;
-    std::uint32_t out = 0xFFFFFFFFu;
-    V sum = V(0);
-    if (m > 0) {
-      const uint2 cw = c4[q];
-      V a[4];
-      load4(vals + 4 * q, a);
-      const std::uint32_t words[2] = {cw.x, cw.y};
+  // One shared-memory atomic per entry: merging equal outputs across the warp
+  // first (as the small bin does) cost more than it saved on the stencils'
+  // blocks (docs/perf-log.md), where conflicts in shared memory are cheap.
+  for (std::uint32_t q = lane; 4 * q < n; q += 32) {
+    const uint2 cw = c4[q];
+    V a[4];
+    load4(vals + 4 * q, a);
+    const std::uint32_t words[2] = {cw.x, cw.y};
+    const std::uint32_t m = min(4u, n - 4 * q);
 #pragma unroll
-      for (std::uint32_t j = 0; j < 4; ++j) {
-        if (j < m) {
-          const std::uint32_t row = (words[j / 2] >> (16 * (j % 2))) & 0xFFu, col = (words[j / 2] >> (16 * (j % 2) + 8)) & 0xFFu;
-          const std::uint32_t o = st.transposed ? col : row, in = st.transposed ? row : col;
-          if (o != out) {
-            if (out != 0xFFFFFFFFu) atomicAdd(acc + out, sum);
-            out = o;
-            sum = V(0);
-          }
-          sum += a[j] * st.x[in_base + in];
-        }
+    for (std::uint32_t j = 0; j < 4; ++j) {
+      if (j < m) {
+        const std::uint32_t row = (words[j / 2] >> (16 * (j % 2))) & 0xFFu, col = (words[j / 2] >> (16 * (j % 2) + 8)) & 0xFFu;
+        const std::uint32_t o = st.transposed ? col : row, in = st.transposed ? row : col;
+        atomicAdd(acc + o, a[j] * st.x[in_base + in]);
       }
     }
-    warp_segmented_add(acc, out, sum, m > 0);
   }
   __syncwarp();
   const std::uint64_t out_base = (st.transposed ? it.bcol : it.brow) << st.log2d;
@@ -237,6 +250,49 @@ __device__ inline void leaf_coo_warp(const NodeItem& it, std::uint32_t lane, con
     }
   }
   __syncwarp();
+}
+
+// One chunk of a wide (COOW) node, a warp: each lane takes 4 consecutive
+// entries per step (two 8-byte coordinate loads, one 16-byte value load;
+// the arrays are padded to a multiple of 4), adds its runs of equal outputs,
+// and the warp merges equal outputs of adjacent lanes before the atomics:
+// entries are row-major, so in SpMV (N) a heavy row's products collapse.
+template <class V>
+__device__ inline void leaf_coow(const NodeItem& it, std::uint32_t lane, const SpmvState<V>& st) {
+  const std::byte* node = st.pool + ref_offset(it.ref);
+  const std::uint32_t n = *reinterpret_cast<const std::uint32_t*>(node);
+  const CooLayout l = coow_layout(n, sizeof(V));
+  const auto* c2 = reinterpret_cast<const uint2*>(node + l.coord_offset);
+  const V* vals = reinterpret_cast<const V*>(node + l.value_offset);
+  const std::uint32_t shift = 2 * st.log2d;
+  const std::uint64_t row_base = it.brow << shift, col_base = it.bcol << shift;
+  const std::uint32_t begin = it.level * coow_chunk, end = min(n, begin + coow_chunk);
+  for (std::uint32_t base = begin; base < end; base += 128) {  // uniform trip count: the whole warp merges
+    const std::uint32_t e = base + 4 * lane;
+    const std::uint32_t m = e < end ? min(4u, end - e) : 0u;
+    std::uint64_t out = ~std::uint64_t{0};
+    V sum = V(0);
+    if (m > 0) {
+      const uint2 w0 = c2[e / 2], w1 = c2[e / 2 + 1];
+      V a[4];
+      load4(vals + e, a);
+      const std::uint32_t words[4] = {w0.x, w0.y, w1.x, w1.y};  // WideCoord: row in the low half
+#pragma unroll
+      for (std::uint32_t j = 0; j < 4; ++j) {
+        if (j < m) {
+          const std::uint64_t r = row_base | (words[j] & 0xFFFFu), c = col_base | (words[j] >> 16);
+          const std::uint64_t o = st.transposed ? c : r, in = st.transposed ? r : c;
+          if (o != out) {
+            if (out != ~std::uint64_t{0}) atomicAdd(st.y + out, st.k * sum);
+            out = o;
+            sum = V(0);
+          }
+          sum += a[j] * st.x[in];
+        }
+      }
+    }
+    warp_segmented_add(st.y, out, st.k * sum, m > 0);
+  }
 }
 
 template <class V>
@@ -260,6 +316,7 @@ __device__ inline void run_leaf(std::uint32_t bin, const NodeItem& it, std::uint
     case bin_one: leaf_one(it, st); break;
     case bin_dense: leaf_dense(it, lane, group, st); break;
     case bin_large: leaf_coo_warp(it, lane, st, acc); break;
+    case bin_wide: leaf_coow(it, lane, st); break;
     default: leaf_coo(it, lane, group, st); break;
   }
 }
@@ -275,7 +332,8 @@ struct LeafProcedure {
   static constexpr const char* name = Bin == bin_one     ? "spmv-leaf-coo1"
                                       : Bin == bin_small ? "spmv-leaf-small"
                                       : Bin == bin_large ? "spmv-leaf-large"
-                                                         : "spmv-leaf-dense";
+                                      : Bin == bin_dense ? "spmv-leaf-dense"
+                                                         : "spmv-leaf-coow";
   template <class Context>
   __device__ static void run(const NodeItem& it, std::uint32_t lane, std::uint32_t group, const Context& ctx) {
     V* acc = nullptr;
@@ -298,9 +356,15 @@ template <class V>
 using LeafLarge = LeafProcedure<V, bin_large, 32>;
 template <class V>
 using LeafDense = LeafProcedure<V, bin_dense, 256>;
+template <class V>
+using LeafWide = LeafProcedure<V, bin_wide, 32>;
 
 template <std::uint32_t Bin>
-inline constexpr std::uint32_t leaf_threads = Bin == bin_one ? 1 : Bin == bin_small ? 8 : Bin == bin_large ? 32 : 256;
+inline constexpr std::uint32_t leaf_threads = Bin == bin_one     ? 1
+                                              : Bin == bin_small ? 8
+                                              : Bin == bin_large ? 32
+                                              : Bin == bin_dense ? 256
+                                                                 : 32;
 
 // An inner node: a warp walks its children and routes each to the inner
 // queue or to its leaf bin (reading a sparse leaf's count, seed 004 sec. 4.1).
@@ -314,6 +378,18 @@ struct InnerProcedure {
   template <class Context>
   __device__ static void route(const NodeItem& child, const Context& ctx) {
     const SpmvState<V>& st = ctx.state();
+    if (ref_type(child.ref) == NodeType::coow) {
+      const std::uint32_t chunks = coow_chunks(st.pool, child.ref);
+      if (st.record) {
+        const unsigned long long slot = atomicAdd(st.leaf_counts + bin_wide, static_cast<unsigned long long>(chunks));
+        if (st.leaf_lists[bin_wide])
+          for (std::uint32_t k = 0; k < chunks; ++k) st.leaf_lists[bin_wide][slot + k] = NodeItem{child.brow, child.bcol, child.ref, k};
+        return;
+      }
+      for (std::uint32_t k = 0; k < chunks; ++k)
+        ctx.template enqueue<LeafWide<V>>(NodeItem{child.brow, child.bcol, child.ref, k});
+      return;
+    }
     if (child.level + 1 < st.depth) {
       ctx.template enqueue<InnerProcedure>(child);
       return;
@@ -335,7 +411,8 @@ struct InnerProcedure {
   template <class Context>
   __device__ static void run(const NodeItem& it, std::uint32_t lane, std::uint32_t group, const Context& ctx) {
     const SpmvState<V>& st = ctx.state();
-    if (it.level + 1 == st.depth) {
+    // A leaf or a wide node as the root (a tree of one or two levels).
+    if (it.level + 1 == st.depth || ref_type(it.ref) == NodeType::coow) {
       if (lane == 0) route(it, ctx);
       return;
     }

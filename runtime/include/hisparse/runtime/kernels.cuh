@@ -153,7 +153,8 @@ __global__ void __launch_bounds__(32) dp_controller_kernel(const DeviceState<Set
     unsigned backoff = 32;
     while (true) {
         ++rounds;
-        if (should_stop(counters)) break;
+        // Voted: the lanes must leave together (the loop has warp-wide votes).
+        if (__any_sync(0xffffffffu, should_stop(counters))) break;
         const int running = device_atomic<int>(counters->running_blocks).load(cuda::memory_order_relaxed);
         bool launched = false;
 #pragma unroll
@@ -214,12 +215,16 @@ __global__ void __launch_bounds__(32) dp_controller_kernel(const DeviceState<Set
         __nanosleep(backoff);
         backoff = backoff < 256 ? backoff * 2 : 256;
     }
-    if (lane == 0) {
-        counters->rounds = rounds;
-        // Every worker block has decremented running_blocks after its last
-        // write, and the controller is the last to touch the run's counters.
-        finish_run(ds);
-    }
+    // After an error or an abort, workers may still be running: they leave at
+    // their next check of the flags. Wait for them, or finish_run would zero
+    // the flags they watch (and a self-feeding workload would never stop).
+    while (__any_sync(0xffffffffu,
+                      device_atomic<int>(counters->running_blocks).load(cuda::memory_order_acquire) != 0))
+        __nanosleep(256);
+    if (lane == 0) counters->rounds = rounds;
+    // Every worker block has decremented running_blocks after its last
+    // write, and the controller is the last to touch the run's counters.
+    finish_run(ds, lane);
 }
 
 // 2. Documented-safe device controller: a round launches workers for every
@@ -252,6 +257,7 @@ __global__ void __launch_bounds__(32) tail_controller_kernel(const DeviceState<S
         }
     }
     const bool any = __any_sync(0xffffffffu, launched);
+    int finished = 0;
     if (lane == 0) {
         counters->rounds += 1;
         bool relaunched = false;
@@ -259,9 +265,10 @@ __global__ void __launch_bounds__(32) tail_controller_kernel(const DeviceState<S
             tail_controller_kernel<Setup, State><<<1, 32, 0, cudaStreamTailLaunch>>>(ds);
             relaunched = !launch_failed(ds, cudaGetLastError());
         }
-        // The last round: all earlier grids have completed (tail-launch order).
-        if (!relaunched) finish_run(ds);
+        finished = relaunched ? 0 : 1;
     }
+    // The last round: all earlier grids have completed (tail-launch order).
+    if (__shfl_sync(0xffffffffu, finished, 0) != 0) finish_run(ds, lane);
 }
 
 // 3. Persistent blocks (Whippletree's megakernel): as many blocks as fit, each
@@ -367,16 +374,20 @@ __global__ void __launch_bounds__(Setup::block_size) persistent_kernel(const Dev
         dispatch_batch(ds, claim, dynamic_shared, tid, procedures, stash);
         // run_batch ends with a barrier, so thread 0 may overwrite `claim` now.
     }
-    if (tid == 0) {
-        __threadfence();
-        if (atomicAdd(&counters->exited_blocks, 1u) == gridDim.x - 1) finish_run(ds);
+    if (tid < 32) {
+        int last = 0;
+        if (tid == 0) {
+            __threadfence();
+            last = atomicAdd(&counters->exited_blocks, 1u) == gridDim.x - 1;
+        }
+        if (__shfl_sync(0xffffffffu, last, 0) != 0) finish_run(ds, tid);
     }
 }
 
 // Ends a host-loop run (the device controllers end their runs themselves).
 template <class Setup, class State>
 __global__ void finish_kernel(const DeviceState<Setup, State>* ds) {
-    if (threadIdx.x == 0) finish_run(ds);
+    if (threadIdx.x < 32) finish_run(ds, threadIdx.x);
 }
 
 // Seeds: the host's items, copied to device memory, are enqueued through the
