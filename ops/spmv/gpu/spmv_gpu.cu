@@ -75,7 +75,7 @@ __global__ void __launch_bounds__(plan_block, sizeof(V) == 4 ? 8 : 7) run_plan(P
 
 // The chunks of wide (COOW) nodes.
 template <class V>
-__global__ void __launch_bounds__(plan_block) run_plan_wide(PlanBins p, SpmvState<V> st) {
+__global__ void __launch_bounds__(plan_block, 8) run_plan_wide(PlanBins p, SpmvState<V> st) {
   plan_bin<bin_wide>(p, blockIdx.x, st, static_cast<V*>(nullptr));
 }
 

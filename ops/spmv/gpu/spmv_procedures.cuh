@@ -29,7 +29,7 @@ static_assert(sizeof(NodeItem) == 24);
 // Leaf bins: COO1 (one entry), few entries (<= 32), many (> 32), dense, and
 // wide (COOW) nodes: a level depth-2 node with 16-bit coordinates that stands
 // for a whole d^2 x d^2 sub-tree (format.md). A wide node is cut into chunks
-// of coow_chunk entries, one item each; such an item's `level` field holds
+// of coow_chunk entries, one warp item each; such an item's `level` field holds
 // the chunk index instead (its level is always depth - 2), so a power-law
 // matrix's heavy corner does not leave one warp working while the rest idle.
 enum LeafBin : std::uint32_t {
@@ -41,7 +41,7 @@ enum LeafBin : std::uint32_t {
   leaf_bin_count = 5
 };
 inline constexpr std::uint32_t small_leaf_max = 32;
-inline constexpr std::uint32_t coow_chunk = 1024;  // 32 lanes x 4 entries x 8 steps
+inline constexpr std::uint32_t coow_chunk = 128;  // 32 lanes x 4 entries: one step (perf-log: 1024 -> 128)
 
 template <class V>
 struct SpmvState {
@@ -103,21 +103,25 @@ template <class V>
 __device__ inline void warp_segmented_add(V* y, std::uint64_t key, V val, bool valid) {
   constexpr unsigned full = 0xffffffffu;
   const unsigned lane = threadIdx.x & 31u;
-  if (!valid) {
-    key = ~std::uint64_t{0};
-    val = V(0);
-  }
-  const std::uint64_t prev = __shfl_up_sync(full, key, 1);
-  const bool head = valid && (lane == 0 || prev != key);
+  const unsigned vmask = __ballot_sync(full, valid);
+  if (vmask == 0u) return;
+  if (!valid) val = V(0);
+  // Compare with the previous lane that holds a value: lanes without one lie
+  // between the leaves of the small bin (a leaf with fewer entries than its 8
+  // lanes) and must not split a long row's segment.
+  const unsigned before = vmask & ((1u << lane) - 1u);
+  const int prev_lane = before != 0u ? 31 - __clz(before) : static_cast<int>(lane);
+  const std::uint64_t prev = __shfl_sync(full, key, prev_lane);
+  const bool head = valid && (before == 0u || prev != key);
   const unsigned heads = __ballot_sync(full, head);
   // Nothing to merge (scattered outputs, as in SpMV^T of a power-law matrix):
   // skip the scan, each lane adds its own value.
-  if (heads == __ballot_sync(full, valid)) {
+  if (heads == vmask) {
     if (valid) atomicAdd(y + key, val);
     return;
   }
   const unsigned le = lane == 31 ? full : (2u << lane) - 1u;
-  // Invalid lanes (key ~0, value 0) join whatever segment precedes them: harmless.
+  // Lanes without a value (value 0) join the segment of the head before them.
   const unsigned seg = __popc(heads & le);
   for (unsigned off = 1; off < 32; off <<= 1) {
     const V v2 = __shfl_down_sync(full, val, off);
@@ -176,7 +180,14 @@ __device__ inline void leaf_coo(const NodeItem& it, std::uint32_t lane, std::uin
                                 PendingAdd<V>* pending = nullptr) {
   if (ref_type(it.ref) != NodeType::coo4) {
     const CooView<V> v = coo_view<V>(st.pool, it.ref);
-    for (std::uint32_t i = lane; i < v.count; i += group) accumulate(st, it.brow, it.bcol, v.coords[i], v.values[i]);
+    for (std::uint32_t i = lane; i < v.count; i += group) {
+      if (pending && i + group >= v.count) {
+        const std::uint64_t r = (it.brow << st.log2d) | v.coords[i].row, c = (it.bcol << st.log2d) | v.coords[i].col;
+        *pending = PendingAdd<V>{st.transposed ? c : r, st.k * v.values[i] * st.x[st.transposed ? r : c], true};
+      } else {
+        accumulate(st, it.brow, it.bcol, v.coords[i], v.values[i]);
+      }
+    }
     return;
   }
   const std::byte* node = st.pool + ref_offset(it.ref);
@@ -396,7 +407,20 @@ struct InnerProcedure {
     }
     const std::uint32_t bin = leaf_bin(st.pool, child.ref);
     if (st.record) {
-      const unsigned long long slot = atomicAdd(st.leaf_counts + bin, 1ull);
+      // One reservation per bin and warp, slots in lane order: the lanes hold
+      // consecutive children of one node, so leaves that share a block row
+      // stay adjacent in the list and the plan's warp merge can combine their
+      // outputs (a long row's leaves would otherwise be scattered by the
+      // appends of thousands of other warps, and each add its own atomic to
+      // one address).
+      const unsigned active = __activemask();
+      const unsigned peers = __match_any_sync(active, bin);
+      const unsigned hw_lane = threadIdx.x & 31u;
+      const unsigned leader = __ffs(peers) - 1;
+      unsigned long long base = 0;
+      if (hw_lane == leader) base = atomicAdd(st.leaf_counts + bin, static_cast<unsigned long long>(__popc(peers)));
+      base = __shfl_sync(peers, base, leader);
+      const unsigned long long slot = base + __popc(peers & ((1u << hw_lane) - 1u));
       if (st.leaf_lists[bin]) st.leaf_lists[bin][slot] = child;
       return;
     }
