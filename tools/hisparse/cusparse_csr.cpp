@@ -63,6 +63,27 @@ void CusparseCsr<V>::spmv(bool transpose, const V* x, V* y, V alpha, V beta, cud
   cusparseDestroyDnVec(vy);
 }
 
+template <class V>
+typename CusparseCsr<V>::Arrays CusparseCsr<V>::copy_arrays(cudaStream_t stream) const {
+  Arrays c{DeviceBytes(row_ptr_.size()), DeviceBytes(col_.size()), DeviceBytes(val_.size())};
+  cuda_check(cudaMemcpyAsync(c.row_ptr.get(), row_ptr_.get(), row_ptr_.size(), cudaMemcpyDeviceToDevice, stream), "copy CSR");
+  cuda_check(cudaMemcpyAsync(c.col.get(), col_.get(), col_.size(), cudaMemcpyDeviceToDevice, stream), "copy CSR");
+  cuda_check(cudaMemcpyAsync(c.val.get(), val_.get(), val_.size(), cudaMemcpyDeviceToDevice, stream), "copy CSR");
+  return c;
+}
+
+template <class V>
+bool CusparseCsr<V>::same_arrays(const Arrays& c) const {
+  auto same = [](const DeviceBytes& a, const DeviceBytes& b) {
+    if (a.size() != b.size()) return false;
+    std::vector<unsigned char> ha(a.size()), hb(b.size());
+    cuda_check(cudaMemcpy(ha.data(), a.get(), a.size(), cudaMemcpyDeviceToHost), "download CSR");
+    cuda_check(cudaMemcpy(hb.data(), b.get(), b.size(), cudaMemcpyDeviceToHost), "download CSR");
+    return ha == hb;
+  };
+  return same(row_ptr_, c.row_ptr) && same(col_, c.col) && same(val_, c.val);
+}
+
 template class CusparseCsr<float>;
 template class CusparseCsr<double>;
 

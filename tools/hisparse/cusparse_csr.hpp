@@ -21,6 +21,15 @@ class CusparseCsr {
   // y = alpha * op(A) x + beta * y, x and y in device memory.
   void spmv(bool transpose, const V* x, V* y, V alpha, V beta, cudaStream_t stream = nullptr);
   [[nodiscard]] std::uint64_t bytes() const { return bytes_; }
+
+  // A deep copy of the three arrays, device to device (allocation included):
+  // what copying a CSR matrix costs, the baseline of HiSparse's copy.
+  struct Arrays {
+    DeviceBytes row_ptr, col, val;
+  };
+  [[nodiscard]] Arrays copy_arrays(cudaStream_t stream = nullptr) const;
+  // Whether `c` holds the same bytes as this matrix's arrays (downloads both).
+  [[nodiscard]] bool same_arrays(const Arrays& c) const;
   [[nodiscard]] std::uint64_t rows() const { return rows_; }
   [[nodiscard]] std::uint64_t cols() const { return cols_; }
 
