@@ -161,8 +161,10 @@ class Cli(unittest.TestCase):
         j = json.loads(run("info", self.path("a.hsp"), "--json").stdout)
         self.assertEqual((j["node_size"], j["value_type"]), (16, "f32"))
 
-    def check_spmv(self, transpose, alpha, beta, device="host"):
-        rows, cols = 120, 70
+    def check_spmv(self, transpose, alpha, beta, device="host", wide=False):
+        # Wide: scattered entries over a matrix of three levels (node size 128), so
+        # that its level-1 blocks become COOW nodes.
+        rows, cols = (40000, 30000) if wide else (120, 70)
         entries, summed = self.random_matrix(rows, cols, 900)
         write_mtx(self.path("a.mtx"), rows, cols, entries)
         orows, ocols = (cols, rows) if transpose else (rows, cols)
@@ -174,6 +176,8 @@ class Cli(unittest.TestCase):
                 "--alpha", alpha, "--device", device]
         if transpose:
             args.append("--transpose")
+        if wide:
+            args.append("--wide-nodes")
         if beta != 0:
             args += ["--beta", beta, "--y", self.path("y0.mtx")]
         run(*args)
@@ -197,6 +201,8 @@ class Cli(unittest.TestCase):
             return
         self.check_spmv(False, 1.0, 0.0, "gpu")
         self.check_spmv(True, 2.5, 0.0, "gpu")
+        self.check_spmv(False, 1.5, 0.0, "gpu", wide=True)
+        self.check_spmv(True, -0.5, 2.0, "gpu", wide=True)
         self.check_spmv(False, -1.0, 0.5, "gpu")
 
     def test_spmv_host(self):
@@ -204,6 +210,8 @@ class Cli(unittest.TestCase):
         self.check_spmv(True, 2.5, 0.0)
         self.check_spmv(False, -1.0, 0.5)
         self.check_spmv(True, 0.5, -2.0)
+        self.check_spmv(False, 1.5, 0.0, wide=True)
+        self.check_spmv(True, -0.5, 2.0, wide=True)
 
     def test_add_host(self):
         ea, sa = self.random_matrix(50, 80, 400)
