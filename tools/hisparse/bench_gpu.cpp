@@ -161,8 +161,15 @@ std::vector<BenchRecord> bench_spmv(const Matrix<V>& host, const std::string& na
       return rel_error<V>(dy, ref);
     };
     record_copy("hisparse", a.pool_bytes(), [&] { return ops::copy(a); }, spmv_error);
-    if (!a.wide_nodes())
+    if (!a.wide_nodes()) {
       record_copy("hisparse-rebuild", a.pool_bytes(), [&] { return ops::copy(a, ops::CopyOptions{true}); }, spmv_error);
+      if (o.controllers)
+        for (runtime::Controller c : runtime::all_controllers) {
+          if (!ops::gpu_controller_available(c)) continue;
+          const std::string impl = "hisparse-rebuild-" + std::string(runtime::to_string(c));
+          record_copy(impl.c_str(), a.pool_bytes(), [&] { return ops::copy(a, ops::CopyOptions{true, c}); }, spmv_error);
+        }
+    }
     record_copy("csr-copy", alg1.bytes(), [&] { return alg1.copy_arrays(); },
                 [&](const typename CusparseCsr<V>::Arrays& c) { return alg1.same_arrays(c) ? 0.0 : INFINITY; });
   }

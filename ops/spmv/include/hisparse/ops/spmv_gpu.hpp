@@ -20,7 +20,12 @@
 namespace hisparse::ops {
 
 struct SpmvOptions {
-  runtime::Controller controller = runtime::Controller::persistent;
+  // The fastest measured for SpMV's traversal (docs/bench/h100-controllers.md:
+  // geometric mean over four families 0.85 ms against persistent 0.94, tail
+  // 1.19, dynamic parallelism 1.40): the persistent megakernel carries the
+  // registers of SpMV's hungriest procedure. The copy's default stays
+  // persistent, which is fastest there.
+  runtime::Controller controller = runtime::Controller::host_loop;
   bool reuse_traversal = true;
 };
 
