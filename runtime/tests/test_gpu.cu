@@ -215,6 +215,42 @@ TEST_P(PerController, TreeOfTinyItemsExactlyOnceAndRepeatable) {
     }
 }
 
+// A procedure that takes nearly all of a block's shared memory: the local
+// stash does not fit beside it, so the persistent blocks go without (before,
+// its fixed 2 KiB made such setups fail to construct under every controller).
+struct BigSharedState {
+    wl::Totals* totals;
+};
+struct BigShared {
+    using payload_type = wl::ChainItem;
+    static constexpr std::uint32_t threads_per_item = 256;
+    static constexpr std::uint32_t shared_bytes = 47 * 1024;
+    static constexpr const char* name = "big_shared";
+    template <class Context>
+    __device__ static void run(const wl::ChainItem& item, std::uint32_t lane, std::uint32_t group, const Context& ctx) {
+        auto* mem = static_cast<std::uint32_t*>(ctx.shared());
+        for (std::uint32_t i = lane; i < shared_bytes / 4; i += group) mem[i] = item.remaining + i;
+        ctx.sync_group();
+        if (lane == 0) {
+            atomicAdd(&ctx.state().totals->count, 1ull);
+            atomicAdd(&ctx.state().totals->sum, static_cast<unsigned long long>(mem[shared_bytes / 4 - 1]));
+            if (item.remaining > 0) ctx.template enqueue<BigShared>(wl::ChainItem{item.remaining - 1});
+        }
+    }
+};
+using BigSharedSetup = rt::QueueSetup<256, rt::ProcedureQueues<BigShared>>;
+
+TEST_P(PerController, ProcedureWithNearlyAllSharedMemory) {
+    TotalsBuffer totals;
+    rt::Runtime<BigSharedSetup, BigSharedState> runtime(config(), BigSharedState{totals.device()});
+    runtime.seed<BigShared>(wl::ChainItem{9});
+    EXPECT_EQ(runtime.run().total_items(), 10u);
+    const wl::Totals t = totals.read();
+    EXPECT_EQ(t.count, 10u);
+    const unsigned long long last = BigShared::shared_bytes / 4 - 1;
+    EXPECT_EQ(t.sum, 10 * last + 45);  // sum over remaining = 0..9 of (remaining + last)
+}
+
 // The persistent controller's blocks run the children they stash themselves
 // (the default); the same workloads through the global queues only.
 TEST(Persistent, WithoutLocalStash) {

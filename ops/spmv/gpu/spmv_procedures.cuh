@@ -336,6 +336,10 @@ __device__ inline void run_leaf(std::uint32_t bin, const NodeItem& it, std::uint
 
 template <class V, std::uint32_t Bin, std::uint32_t Threads>
 struct LeafProcedure {
+  // The wide bin's warp merge is called by all 32 lanes of a warp, which holds
+  // only when a warp is exactly one item (in the runtime too: whole groups are
+  // active or not).
+  static_assert(Bin != bin_wide || Threads == 32, "the wide bin needs one item per warp");
   using payload_type = NodeItem;
   static constexpr std::uint32_t threads_per_item = Threads;
   static constexpr std::uint32_t shared_bytes = Bin == bin_large ? 256 * sizeof(V) : 0;

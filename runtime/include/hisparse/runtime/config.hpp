@@ -55,7 +55,8 @@ struct RuntimeConfig {
     std::uint32_t linger_us = 20;
     // persistent: items a block enqueues while it runs a batch go first into a
     // stash in its shared memory (up to a batch of one queue, at most 2 KiB of
-    // payloads), and the block runs them next without the global
+    // payloads; used when it fits beside the procedures' shared memory), and
+    // the block runs them next without the global
     // queue's atomics; the rest go to the global queues. Keeps dependent
     // chains and depth-first work on one multiprocessor (Whippletree's local
     // queues). Off: every item goes through the global queues.

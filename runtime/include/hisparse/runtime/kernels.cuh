@@ -284,13 +284,14 @@ __global__ void __launch_bounds__(Setup::block_size) persistent_kernel(const Dev
     constexpr auto procedures = std::make_index_sequence<Setup::procedure_count>{};
     extern __shared__ __align__(16) unsigned char dynamic_shared[];
     __shared__ BatchClaim claim;
-    __shared__ LocalStash stash_storage;
     const unsigned tid = threadIdx.x;
     RunCounters* counters = ds->counters;
-    LocalStash* stash = ds->local_stash != 0u ? &stash_storage : nullptr;
-    if (tid == 0) {
-        stash_storage.queue = no_queue;
-        stash_storage.count = 0;
+    // The stash sits after the procedures' shared memory (Runtime::allocate).
+    LocalStash* stash =
+        ds->local_stash != 0u ? reinterpret_cast<LocalStash*>(dynamic_shared + ds->stash_offset) : nullptr;
+    if (tid == 0 && stash != nullptr) {
+        stash->queue = no_queue;
+        stash->count = 0;
     }
     __syncthreads();
     unsigned local_batches = 0;
@@ -379,6 +380,7 @@ __global__ void __launch_bounds__(Setup::block_size) persistent_kernel(const Dev
         if (tid == 0) {
             __threadfence();
             last = atomicAdd(&counters->exited_blocks, 1u) == gridDim.x - 1;
+            __threadfence();  // the other blocks' writes before the lanes read them
         }
         if (__shfl_sync(0xffffffffu, last, 0) != 0) finish_run(ds, tid);
     }

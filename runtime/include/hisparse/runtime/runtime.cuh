@@ -35,8 +35,9 @@ namespace hisparse::runtime {
 // Whether this translation unit can launch from the device: the
 // dynamic-parallelism and tail-launch controllers need relocatable device
 // code (-rdc=true, the default build; off with -Ddevice_launch=false, which
-// compute-sanitizer's racecheck and synccheck need). Not `inline`: each
-// translation unit keeps its own answer.
+// compute-sanitizer's racecheck and synccheck need). A program must not mix
+// translation units compiled with and without -rdc that instantiate the same
+// Runtime: the templates would differ (the build option is project-wide).
 #if defined(__CUDACC_RDC__)
 constexpr bool device_launch_compiled = true;
 #else
@@ -163,7 +164,7 @@ public:
                 break;
             case Controller::persistent:
                 detail::persistent_kernel<Setup, State>
-                    <<<persistent_grid_, config_.block_size, config_.max_shared_bytes, stream_>>>(device_state());
+                    <<<persistent_grid_, config_.block_size, persistent_shared_, stream_>>>(device_state());
                 check(cudaGetLastError(), "launch of persistent_kernel");
                 break;
             case Controller::host_loop:
@@ -245,11 +246,31 @@ private:
             const std::size_t payload = description_.procedures[rq.procedure].payload_bytes;
             storage_.emplace_back(std::size_t{rq.capacity} * (sizeof(unsigned) + payload));
         }
-        // Resident blocks of the megakernel, from the occupancy calculator.
+        // The megakernel's dynamic shared memory: the hungriest procedure's,
+        // then the local stash where it fits (it is an optimisation: without
+        // room for it, blocks use the global queues only).
+        persistent_shared_ = config_.max_shared_bytes;
+        stash_offset_ = 0;
+        use_stash_ = false;
+        if (config_.local_stash) {
+            const std::uint32_t offset = (config_.max_shared_bytes + 15u) & ~15u;
+            const auto with_stash = static_cast<std::uint32_t>(offset + sizeof(detail::LocalStash));
+            if (with_stash <= limits_.max_shared_per_block) {
+                stash_offset_ = offset;
+                persistent_shared_ = with_stash;
+                use_stash_ = true;
+            } else {
+                log::info("local stash off: the procedures' shared memory leaves no room for it");
+            }
+        }
+        // Resident blocks of the megakernel, from the occupancy calculator
+        // (only the persistent controller launches it).
+        persistent_grid_ = 0;
+        if (config_.controller != Controller::persistent) return;
         int per_sm = 0;
         check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, detail::persistent_kernel<Setup, State>,
                                                             static_cast<int>(config_.block_size),
-                                                            config_.max_shared_bytes),
+                                                            persistent_shared_),
               "cudaOccupancyMaxActiveBlocksPerMultiprocessor(persistent_kernel)");
         if (per_sm < 1) throw ConfigError("the persistent kernel does not fit one multiprocessor with this block size");
         if (config_.persistent_blocks_per_sm != 0)
@@ -281,7 +302,8 @@ private:
         ds->block_size = config_.block_size;
         ds->drain = config_.drain ? 1u : 0u;
         ds->linger_ns = config_.linger_us * 1000u;
-        ds->local_stash = config_.local_stash ? 1u : 0u;
+        ds->local_stash = use_stash_ ? 1u : 0u;
+        ds->stash_offset = stash_offset_;
         ds->min_running_blocks = config_.min_running_blocks;
         ds->max_blocks_per_launch = config_.max_blocks_per_launch;
         ds->pending_launch_limit = config_.pending_launch_limit;
@@ -431,6 +453,9 @@ private:
     bool seeds_dirty_ = false;
     bool needs_reinit_ = true;
     std::uint32_t persistent_grid_ = 0;
+    std::uint32_t persistent_shared_ = 0;  // dynamic shared bytes of the megakernel
+    std::uint32_t stash_offset_ = 0;       // where its local stash starts in them
+    bool use_stash_ = false;
 
     DeviceBuffer queue_counters_;
     DeviceBuffer run_block_;
