@@ -130,8 +130,8 @@ std::vector<BenchRecord> bench_spmv(const Matrix<V>& host, const std::string& na
     record("cusparse-alg2", alg2.bytes(), [&] { alg2.spmv(t, dx.as<V>(), dy.as<V>(), V(1), V(0)); });
     if (t) continue;
     // Deep copies, allocation included: HiSparse's pool copy, its rebuild
-    // through the runtime (every node allocated anew; not for wide nodes
-    // yet), and the three CSR arrays copied the same way. Each copy is
+    // through the runtime (every node allocated anew), and the three CSR
+    // arrays copied the same way. Each copy is
     // checked first: an SpMV of the HiSparse copy against the reference, the
     // CSR arrays byte for byte.
     auto record_copy = [&](const char* impl, std::uint64_t bytes, auto&& make, auto&& error_of) {
@@ -161,15 +161,13 @@ std::vector<BenchRecord> bench_spmv(const Matrix<V>& host, const std::string& na
       return rel_error<V>(dy, ref);
     };
     record_copy("hisparse", a.pool_bytes(), [&] { return ops::copy(a); }, spmv_error);
-    if (!a.wide_nodes()) {
-      record_copy("hisparse-rebuild", a.pool_bytes(), [&] { return ops::copy(a, ops::CopyOptions{true}); }, spmv_error);
-      if (o.controllers)
-        for (runtime::Controller c : runtime::all_controllers) {
-          if (!ops::gpu_controller_available(c)) continue;
-          const std::string impl = "hisparse-rebuild-" + std::string(runtime::to_string(c));
-          record_copy(impl.c_str(), a.pool_bytes(), [&] { return ops::copy(a, ops::CopyOptions{true, c}); }, spmv_error);
-        }
-    }
+    record_copy("hisparse-rebuild", a.pool_bytes(), [&] { return ops::copy(a, ops::CopyOptions{true}); }, spmv_error);
+    if (o.controllers)
+      for (runtime::Controller c : runtime::all_controllers) {
+        if (!ops::gpu_controller_available(c)) continue;
+        const std::string impl = "hisparse-rebuild-" + std::string(runtime::to_string(c));
+        record_copy(impl.c_str(), a.pool_bytes(), [&] { return ops::copy(a, ops::CopyOptions{true, c}); }, spmv_error);
+      }
     record_copy("csr-copy", alg1.bytes(), [&] { return alg1.copy_arrays(); },
                 [&](const typename CusparseCsr<V>::Arrays& c) { return alg1.same_arrays(c) ? 0.0 : INFINITY; });
   }

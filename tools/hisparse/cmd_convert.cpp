@@ -20,7 +20,7 @@ void add_convert_command(CLI::App& app) {
   sub->add_option("IN", opt->in, "input matrix (.mtx or .hsp)")->required();
   sub->add_option("OUT", opt->out, "output matrix (.mtx or .hsp), written atomically")->required();
   sub->add_option("--node-size", opt->node_size, "node size d of the output, a power of two in [2, 256]")->check(node_size_validator());
-  sub->add_flag("--wide-nodes", opt->wide, "build with COOW nodes for scattered entries (GPU: SpMV and pool copies; not rebuild or materialize)");
+  sub->add_flag("--wide-nodes", opt->wide, "build with COOW nodes for scattered entries (host and GPU operations)");
   sub->add_option("--precision", opt->precision, "f32, f64, c64 or c128 (default: f64, c128 for complex files, or the .hsp file's)");
   sub->callback([opt] {
     check_extension(opt->out, "output file");

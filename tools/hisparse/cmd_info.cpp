@@ -62,7 +62,7 @@ void add_info_command(CLI::App& app) {
   auto* sub = app.add_subcommand("info", "statistics of the matrix stored as HiSparse");
   sub->add_option("MATRIX", opt->file, "matrix file (.mtx or .hsp)")->required();
   sub->add_option("--node-size", opt->node_size, "node size d, a power of two in [2, 256] (default 128)")->check(node_size_validator());
-  sub->add_flag("--wide-nodes", opt->wide, "build with COOW nodes for scattered entries (GPU: SpMV and pool copies; not rebuild or materialize)");
+  sub->add_flag("--wide-nodes", opt->wide, "build with COOW nodes for scattered entries (host and GPU operations)");
   sub->add_option("--precision", opt->precision, "f32, f64, c64 or c128 (default: f64, c128 for complex files, or the .hsp file's)");
   sub->add_flag("--json", opt->json, "print one JSON object");
   sub->callback([opt] {

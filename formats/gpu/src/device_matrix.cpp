@@ -62,7 +62,7 @@ Matrix<V> DeviceMatrix<V>::download(cudaStream_t stream) const {
 
 template <class V>
 DeviceMatrix<V> DeviceMatrix<V>::adopt(DeviceBytes pool, Shape shape, std::uint64_t nnz, NodeRef root, bool transposed,
-                                       V scale) {
+                                       V scale, bool wide_nodes) {
   DeviceMatrix m;
   m.pool_ = std::move(pool);
   m.shape_ = shape;
@@ -70,6 +70,7 @@ DeviceMatrix<V> DeviceMatrix<V>::adopt(DeviceBytes pool, Shape shape, std::uint6
   m.root_ = root;
   m.transposed_ = transposed;
   m.scale_ = scale;
+  m.wide_ = wide_nodes;
   return m;
 }
 

@@ -23,8 +23,6 @@ struct Scratch {
 template <class V>
 DeviceMatrix<V> rebuild(const DeviceMatrix<V>& a, bool transpose, bool apply_scale, CopyOptions options,
                         cudaStream_t stream, bool keep_state) {
-  if (a.wide_nodes())
-    throw Error("copy: rebuilding or materializing wide (COOW) nodes on the GPU is not supported yet");
   const Shape& s = a.shape();
   Shape out_shape = s;
   if (transpose) std::swap(out_shape.rows, out_shape.cols);
@@ -34,8 +32,11 @@ DeviceMatrix<V> rebuild(const DeviceMatrix<V>& a, bool transpose, bool apply_sca
   Scratch init{sizeof(PoolHeader), null_ref, 0};
   cuda_check(cudaMemcpyAsync(scratch.get(), &init, sizeof(init), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync(scratch)");
   auto* sc = scratch.as<Scratch>();
+  // Transposing a wide node sorts it in two stable passes through a buffer;
+  // each node uses the bytes at its own destination offset.
+  DeviceBytes sort_buffer(a.wide_nodes() && transpose ? a.pool_bytes() : 0);
   if (a.root() != null_ref) {
-    CopyState<V> st{a.pool(), pool.as<std::byte>(), &sc->alloc, pool.size(), &sc->overflow,
+    CopyState<V> st{a.pool(), pool.as<std::byte>(), sort_buffer.as<std::byte>(), &sc->alloc, pool.size(), &sc->overflow,
                     s.log2_node_size, s.depth, transpose, a.scale(), apply_scale};
     runtime::RuntimeConfig cfg;
     cfg.controller = options.controller;
@@ -52,11 +53,11 @@ DeviceMatrix<V> rebuild(const DeviceMatrix<V>& a, bool transpose, bool apply_sca
     throw Error("copy: rebuilt pool holds " + std::to_string(done.alloc) + " bytes, the source " +
                 std::to_string(a.pool_bytes()) + " (corrupt source pool?)");
   const PoolHeader h{pool_magic, done.root, static_cast<std::uint8_t>(s.log2_node_size), static_cast<std::uint8_t>(s.depth),
-                     sizeof(V), 0, 0};
+                     sizeof(V), static_cast<std::uint8_t>(a.wide_nodes() ? pool_flag_wide : 0), 0};
   cuda_check(cudaMemcpyAsync(pool.get(), &h, sizeof(h), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync(header)");
   cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(header)");
   return DeviceMatrix<V>::adopt(std::move(pool), out_shape, a.nnz(), done.root, keep_state && a.transposed(),
-                                keep_state ? a.scale() : V(1));
+                                keep_state ? a.scale() : V(1), a.wide_nodes());
 }
 
 }  // namespace
@@ -68,7 +69,8 @@ DeviceMatrix<V> copy(const DeviceMatrix<V>& a, CopyOptions options, cudaStream_t
   cuda_check(cudaMemcpyAsync(pool.get(), a.pool(), a.pool_bytes(), cudaMemcpyDeviceToDevice, stream),
              "cudaMemcpyAsync(pool copy)");
   cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(copy)");
-  return DeviceMatrix<V>::adopt(std::move(pool), a.shape(), a.nnz(), a.root(), a.transposed(), a.scale());
+  return DeviceMatrix<V>::adopt(std::move(pool), a.shape(), a.nnz(), a.root(), a.transposed(), a.scale(),
+                                a.wide_nodes());
 }
 
 template <class V>

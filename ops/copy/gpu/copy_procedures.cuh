@@ -23,6 +23,7 @@ template <class V>
 struct CopyState {
   const std::byte* src;
   std::byte* dst;
+  std::byte* sort_buffer;  // pool-sized, for transposing wide nodes (null otherwise)
   unsigned long long* alloc;  // next free byte of dst
   std::uint64_t capacity;
   unsigned* overflow;
@@ -35,6 +36,45 @@ struct CopyState {
 
 __device__ inline std::uint32_t warp_lane() { return threadIdx.x & 31u; }
 
+// One stable counting-sort pass by a digit below d (<= 256) over `count`
+// entries, by a warp (`lane` 0..31 is the lane in the warp): emit(i, p) puts
+// entry i at position p. `base` is d words of the item's shared memory. Equal
+// digits keep their order: lanes of one step that share a digit rank among
+// themselves with __match_any_sync, and steps go in entry order.
+template <class Digit, class Emit>
+__device__ inline void counting_pass(std::uint32_t count, std::uint32_t d, std::uint32_t lane, std::uint32_t* base,
+                                     Digit&& digit_of, Emit&& emit) {
+  for (std::uint32_t c = lane; c < d; c += 32) base[c] = 0;
+  __syncwarp();
+  for (std::uint32_t i = lane; i < count; i += 32) atomicAdd(base + digit_of(i), 1u);
+  __syncwarp();
+  if (lane == 0) {
+    std::uint32_t sum = 0;
+    for (std::uint32_t c = 0; c < d; ++c) {
+      const std::uint32_t n = base[c];
+      base[c] = sum;
+      sum += n;
+    }
+  }
+  __syncwarp();
+  for (std::uint32_t start = 0; start < count; start += 32) {
+    const std::uint32_t i = start + lane;
+    const bool active = i < count;
+    const std::uint32_t digit = active ? digit_of(i) : 0xFFFFu + lane;  // inactive lanes match nobody
+    const unsigned peers = __match_any_sync(0xffffffffu, digit);
+    const unsigned earlier = peers & ((1u << lane) - 1u);
+    std::uint32_t p = 0;
+    if (active) p = base[digit] + __popc(earlier);
+    __syncwarp();
+    if (active) {
+      emit(i, p);
+      // The last lane of each digit group advances that digit's base.
+      if ((peers >> lane) == 1u) base[digit] += __popc(peers);
+    }
+    __syncwarp();
+  }
+}
+
 template <class V>
 struct CopyNode {
   using payload_type = CopyItem;
@@ -46,6 +86,10 @@ struct CopyNode {
   template <class Context>
   __device__ static void run(const CopyItem& it, std::uint32_t lane, std::uint32_t group, const Context& ctx) {
     const CopyState<V>& st = ctx.state();
+    if (ref_type(it.src) == NodeType::coow) {
+      process_wide(it, lane, ctx, st);
+      return;
+    }
     const bool leaf = it.level + 1 == st.depth;
     if (leaf) process<V, Context>(it, lane, group, ctx, st, true);
     else process<NodeRef, Context>(it, lane, group, ctx, st, false);
@@ -124,41 +168,62 @@ struct CopyNode {
         for (std::uint32_t i = lane; i < count; i += group) emit(i, i);
       } else {
         // Stable counting sort by column: entries are row-major, so within a
-        // column they already come in row order; the rank of an entry is the
-        // number of earlier entries in its column.
-        auto* base = static_cast<std::uint32_t*>(ctx.shared());
-        for (std::uint32_t c = lane; c < d; c += group) base[c] = 0;
-        __syncwarp();
-        for (std::uint32_t i = lane; i < count; i += group) atomicAdd(base + sc[i].col, 1u);
-        __syncwarp();
-        if (lane == 0) {
-          std::uint32_t sum = 0;
-          for (std::uint32_t c = 0; c < d; ++c) {
-            const std::uint32_t n = base[c];
-            base[c] = sum;
-            sum += n;
-          }
-        }
-        __syncwarp();
-        for (std::uint32_t start = 0; start < count; start += 32) {
-          const std::uint32_t i = start + lane;
-          const bool active = i < count;
-          const std::uint32_t col = active ? sc[i].col : 0xFFFFu + lane;  // inactive lanes match nobody
-          const unsigned peers = __match_any_sync(0xffffffffu, col);
-          const unsigned earlier = peers & ((1u << lane) - 1u);
-          std::uint32_t p = 0;
-          if (active) p = base[col] + __popc(earlier);
-          __syncwarp();
-          if (active) {
-            emit(i, p);
-            // The last lane of each column group advances that column's base.
-            if ((peers >> lane) == 1u) base[col] += __popc(peers);
-          }
-          __syncwarp();
-        }
+        // column they already come in row order.
+        counting_pass(count, d, lane, static_cast<std::uint32_t*>(ctx.shared()),
+                      [&](std::uint32_t i) { return static_cast<std::uint32_t>(sc[i].col); }, emit);
       }
     }
     if (lane == 0) *it.parent_slot = make_ref(offset, type);
+  }
+
+  // A wide (COOW) node: 16-bit coordinates over a d^2 x d^2 block. Copied
+  // entry by entry; transposed by two stable counting passes over the column's
+  // two base-d digits (low, then high: LSD order), which leaves the entries
+  // sorted by (column, row) = the transposed node's row-major order. The
+  // first pass writes into the sort buffer at this node's destination offset.
+  template <class Context>
+  __device__ static void process_wide(const CopyItem& it, std::uint32_t lane, const Context& ctx, const CopyState<V>& st) {
+    const std::uint32_t b = st.log2d, d = 1u << b;
+    const std::byte* src = st.src + ref_offset(it.src);
+    const std::uint32_t count = *reinterpret_cast<const std::uint32_t*>(src);
+    const CooLayout l = coow_layout(count, sizeof(V));
+    unsigned long long offset = 0;
+    if (lane == 0) offset = atomicAdd(st.alloc, static_cast<unsigned long long>(l.bytes));
+    offset = __shfl_sync(0xffffffffu, offset, 0);
+    if (offset + l.bytes > st.capacity) {
+      if (lane == 0) atomicOr(st.overflow, 1u);
+      return;
+    }
+    std::byte* dst = st.dst + offset;
+    const auto* sc = reinterpret_cast<const WideCoord*>(src + l.coord_offset);
+    const V* sv = reinterpret_cast<const V*>(src + l.value_offset);
+    auto* dc = reinterpret_cast<WideCoord*>(dst + l.coord_offset);
+    V* dv = reinterpret_cast<V*>(dst + l.value_offset);
+    const V k = st.apply_scale ? st.scale : V(1);
+    if (lane == 0) *reinterpret_cast<std::uint32_t*>(dst) = count;
+    if (!st.transpose) {
+      for (std::uint32_t i = lane; i < count; i += 32) {
+        dc[i] = sc[i];
+        dv[i] = st.apply_scale ? sv[i] * k : sv[i];
+      }
+    } else {
+      std::byte* tmp = st.sort_buffer + offset;
+      auto* tc = reinterpret_cast<WideCoord*>(tmp + l.coord_offset);
+      V* tv = reinterpret_cast<V*>(tmp + l.value_offset);
+      auto* base = static_cast<std::uint32_t*>(ctx.shared());
+      counting_pass(count, d, lane, base, [&](std::uint32_t i) { return sc[i].col & (d - 1u); },
+                    [&](std::uint32_t i, std::uint32_t p) {
+                      tc[p] = sc[i];
+                      tv[p] = sv[i];
+                    });
+      __syncwarp();
+      counting_pass(count, d, lane, base, [&](std::uint32_t i) { return static_cast<std::uint32_t>(tc[i].col >> b); },
+                    [&](std::uint32_t i, std::uint32_t p) {
+                      dc[p] = WideCoord{tc[i].col, tc[i].row};
+                      dv[p] = st.apply_scale ? tv[i] * k : tv[i];
+                    });
+    }
+    if (lane == 0) *it.parent_slot = make_ref(offset, NodeType::coow);
   }
 };
 

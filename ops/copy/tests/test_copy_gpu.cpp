@@ -73,3 +73,21 @@ TEST(CopyGpu, RandomAndRealMatrices) {
   check(build_matrix(read_matrix_market<double>(matrices_dir() / "fidapex6.mtx")), "fidapex6");
   check(build_matrix(read_matrix_market<float>(matrices_dir() / "lp_ship04l.mtx"), 8), "lp_ship04l d8");
 }
+
+// Wide (COOW) nodes: copied as they are, and transposed by two counting
+// passes (node sizes beyond one warp step, a wide root, 16-bit coordinates
+// over d^2 = 4096 and 16384).
+TEST(CopyGpu, WideNodes) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  auto wide = [](const auto& coo, std::uint32_t d) {
+    auto m = build_matrix(coo, BuildOptions{d, true});
+    EXPECT_GT(validate(m.content()).coow, 0u) << "the case must contain wide nodes";
+    return m;
+  };
+  check(wide(random_coo<double>(3000, 1700, 30000, rng), 16), "wide random d16");
+  check(wide(random_coo<float>(200000, 150000, 400000, rng), 128), "wide random d128 f32");
+  check(wide(random_coo<double>(4096, 4096, 8000, rng), 64), "wide root d64");
+}
+

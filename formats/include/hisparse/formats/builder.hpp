@@ -12,9 +12,7 @@ struct BuildOptions {
   std::uint32_t node_size = default_node_size;
   // Allow COOW nodes (docs/format.md): a level depth-2 sub-tree whose entries
   // take no more bytes with 16-bit coordinates in one node is stored so. The
-  // host handles them everywhere, GPU SpMV and pool copies too; the GPU
-  // rebuild copy and materialize do not yet and reject
-  // such matrices.
+  // host and the GPU operations (SpMV, copy, materialize) handle them.
   bool wide_nodes = false;
 };
 

@@ -85,8 +85,10 @@ class DeviceMatrix {
     return {pool(), shape_.rows, shape_.cols, root_, shape_.log2_node_size, shape_.depth, transposed_, scale_};
   }
 
-  // Takes ownership of a pool already in device memory (GPU copy/materialize).
-  static DeviceMatrix adopt(DeviceBytes pool, Shape shape, std::uint64_t nnz, NodeRef root, bool transposed, V scale);
+  // Takes ownership of a pool already in device memory (GPU copy/materialize);
+  // `wide_nodes` must match the pool header's flag.
+  static DeviceMatrix adopt(DeviceBytes pool, Shape shape, std::uint64_t nnz, NodeRef root, bool transposed, V scale,
+                            bool wide_nodes);
 
  private:
   DeviceBytes pool_;
