@@ -131,6 +131,15 @@ __device__ inline void warp_segmented_add(V* y, std::uint64_t key, V val, bool v
   if (head) atomicAdd(y + key, val);
 }
 
+// A dense leaf's d^2 cells in chunks of dense_chunk (4 per thread of the
+// 256-thread item): one item for a whole 128 x 128 leaf left a block looping
+// 64 times while most of the GPU idled on small matrices.
+inline constexpr std::uint32_t dense_chunk = 1024;
+__host__ __device__ constexpr std::uint32_t dense_chunks(std::uint32_t log2d) {
+  const std::uint32_t cells = 1u << (2 * log2d);
+  return cells <= dense_chunk ? 1u : cells / dense_chunk;
+}
+
 __device__ inline std::uint32_t coow_chunks(const std::byte* pool, NodeRef ref) {
   const std::uint32_t n = *reinterpret_cast<const std::uint32_t*>(pool + ref_offset(ref));
   return (n + coow_chunk - 1) / coow_chunk;
@@ -306,16 +315,39 @@ __device__ inline void leaf_coow(const NodeItem& it, std::uint32_t lane, const S
   }
 }
 
+// A chunk of a dense leaf, by a whole block (group 256, a multiple of d):
+// lane l takes cells begin + l, begin + l + 256, ... In SpMV^T its output (the cell's column) is the same
+// cell after cell, so it sums in a register and adds once; in SpMV a warp's 32
+// consecutive cells share rows, so the warp merges them (one atomic per row
+// and warp, instead of one per cell). The trip count is uniform: every lane
+// reaches the warp merge.
 template <class V>
 __device__ inline void leaf_dense(const NodeItem& it, std::uint32_t lane, std::uint32_t group, const SpmvState<V>& st) {
-  const std::uint32_t cells = 1u << (2 * st.log2d);
+  const std::uint32_t b = st.log2d, all_cells = 1u << (2 * b);
+  // This item's chunk: cells [begin, begin + cells); begin is a multiple of
+  // 1024 and so of d, which keeps a lane's column fixed (below).
+  const std::uint32_t begin = it.level * dense_chunk;
+  const std::uint32_t cells = min(all_cells, begin + dense_chunk);
   const auto* mask = reinterpret_cast<const std::uint8_t*>(st.pool + ref_offset(it.ref));
-  const V* vals = dense_values<V>(st.pool, it.ref, st.log2d, true);
-  for (std::uint32_t cell = lane; cell < cells; cell += group) {
-    if (!mask_bit(mask, cell)) continue;  // absent: contributes nothing, not 0 * x
-    const LocalCoord lc{static_cast<std::uint8_t>(cell >> st.log2d),
-                        static_cast<std::uint8_t>(cell & ((1u << st.log2d) - 1))};
-    accumulate(st, it.brow, it.bcol, lc, vals[cell]);
+  const V* vals = dense_values<V>(st.pool, it.ref, b, true);
+  const std::uint64_t row_base = it.brow << b, col_base = it.bcol << b;
+  if (st.transposed) {
+    V sum = V(0);
+    bool any = false;
+    for (std::uint32_t cell = begin + lane; cell < cells; cell += group) {
+      if (!mask_bit(mask, cell)) continue;  // absent: contributes nothing, not 0 * x
+      sum += vals[cell] * st.x[row_base | (cell >> b)];
+      any = true;
+    }
+    if (any) atomicAdd(st.y + (col_base | (lane & ((1u << b) - 1u))), st.k * sum);
+    return;
+  }
+  for (std::uint32_t first = begin; first < cells; first += group) {
+    const std::uint32_t cell = first + lane;
+    const bool present = cell < cells && mask_bit(mask, cell);
+    const std::uint64_t r = row_base | (cell >> b);
+    const V p = present ? st.k * vals[cell] * st.x[col_base | (cell & ((1u << b) - 1u))] : V(0);
+    warp_segmented_add(st.y, r, p, present);
   }
 }
 
@@ -340,6 +372,8 @@ struct LeafProcedure {
   // only when a warp is exactly one item (in the runtime too: whole groups are
   // active or not).
   static_assert(Bin != bin_wide || Threads == 32, "the wide bin needs one item per warp");
+  // The dense leaf keeps a lane's column fixed across its cells (stride = group).
+  static_assert(Bin != bin_dense || Threads == 256, "the dense bin needs 256 threads, a multiple of any d");
   using payload_type = NodeItem;
   static constexpr std::uint32_t threads_per_item = Threads;
   static constexpr std::uint32_t shared_bytes = Bin == bin_large ? 256 * sizeof(V) : 0;
@@ -393,16 +427,20 @@ struct InnerProcedure {
   template <class Context>
   __device__ static void route(const NodeItem& child, const Context& ctx) {
     const SpmvState<V>& st = ctx.state();
-    if (ref_type(child.ref) == NodeType::coow) {
-      const std::uint32_t chunks = coow_chunks(st.pool, child.ref);
+    // Wide nodes and dense leaves are cut into chunks, one item each (the
+    // item's `level` holds the chunk index).
+    auto chunked = [&](std::uint32_t bin, std::uint32_t chunks, auto procedure) {
       if (st.record) {
-        const unsigned long long slot = atomicAdd(st.leaf_counts + bin_wide, static_cast<unsigned long long>(chunks));
-        if (st.leaf_lists[bin_wide])
-          for (std::uint32_t k = 0; k < chunks; ++k) st.leaf_lists[bin_wide][slot + k] = NodeItem{child.brow, child.bcol, child.ref, k};
+        const unsigned long long slot = atomicAdd(st.leaf_counts + bin, static_cast<unsigned long long>(chunks));
+        if (st.leaf_lists[bin])
+          for (std::uint32_t k = 0; k < chunks; ++k) st.leaf_lists[bin][slot + k] = NodeItem{child.brow, child.bcol, child.ref, k};
         return;
       }
-      for (std::uint32_t k = 0; k < chunks; ++k)
-        ctx.template enqueue<LeafWide<V>>(NodeItem{child.brow, child.bcol, child.ref, k});
+      using P = decltype(procedure);
+      for (std::uint32_t k = 0; k < chunks; ++k) ctx.template enqueue<P>(NodeItem{child.brow, child.bcol, child.ref, k});
+    };
+    if (ref_type(child.ref) == NodeType::coow) {
+      chunked(bin_wide, coow_chunks(st.pool, child.ref), LeafWide<V>{});
       return;
     }
     if (child.level + 1 < st.depth) {
@@ -410,6 +448,10 @@ struct InnerProcedure {
       return;
     }
     const std::uint32_t bin = leaf_bin(st.pool, child.ref);
+    if (bin == bin_dense) {
+      chunked(bin_dense, dense_chunks(st.log2d), LeafDense<V>{});
+      return;
+    }
     if (st.record) {
       // One reservation per bin and warp, slots in lane order: the lanes hold
       // consecutive children of one node, so leaves that share a block row
@@ -431,8 +473,7 @@ struct InnerProcedure {
     switch (bin) {
       case bin_one: ctx.template enqueue<LeafOne<V>>(child); break;
       case bin_small: ctx.template enqueue<LeafSmall<V>>(child); break;
-      case bin_large: ctx.template enqueue<LeafLarge<V>>(child); break;
-      default: ctx.template enqueue<LeafDense<V>>(child); break;
+      default: ctx.template enqueue<LeafLarge<V>>(child); break;
     }
   }
 

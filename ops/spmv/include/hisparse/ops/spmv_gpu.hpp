@@ -30,7 +30,7 @@ struct SpmvOptions {
 };
 
 struct SpmvPlanStats {
-  std::array<std::uint64_t, 5> leaves{};  // COO1, small (<= 32), large, dense, wide-node chunks (128 entries)
+  std::array<std::uint64_t, 5> leaves{};  // items: COO1, small (<= 32), large, dense (1024-cell chunks), wide (128-entry chunks)
   double traversal_ms = 0;                 // plan building (two traversals), host clock
   std::uint64_t runs = 0;
 };
