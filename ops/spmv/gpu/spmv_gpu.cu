@@ -1,5 +1,6 @@
 // Dispatch layer of the GPU SpMV: the runtime setup for SpMV's procedures,
 // plan building (recording the leaves once) and the plan's launch.
+#include <algorithm>
 #include <chrono>
 #include <string>
 
@@ -102,10 +103,20 @@ struct GpuSpmv<V>::Impl {
   DeviceBytes lists;   // recorded leaves, bins back to back
   PlanBins plan{};
   SpmvPlanStats stats;
+  // Entries per large-leaf item: about nnz / (32 warps per SM), at least 128
+  // (one step of a warp): a matrix with few, big leaves (bcsstk13: 123 leaves
+  // of ~700 entries) otherwise leaves most SMs idle; big matrices keep whole
+  // leaves (each item flushes its own accumulators).
+  std::uint32_t large_chunk = 128;
 
   Impl(const DeviceMatrix<V>& m, SpmvOptions o, cudaStream_t s)
       : a(&m), options(o), stream(s), rt(config_for(m, o.controller), {}, s),
         counts(sizeof(unsigned long long) * leaf_bin_count) {
+    int device = 0, sms = 0;
+    cuda_check(cudaGetDevice(&device), "cudaGetDevice");
+    cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute(SMs)");
+    const std::uint64_t per_item = m.nnz() / (32ull * static_cast<std::uint64_t>(std::max(sms, 1)));
+    large_chunk = static_cast<std::uint32_t>(std::clamp<std::uint64_t>((per_item + 127) / 128 * 128, 128, 1u << 16));
     if (m.root() != null_ref) rt.template seed<InnerProcedure<V>>(NodeItem{0, 0, m.root(), 0});
     if (options.reuse_traversal) build_plan();
   }
@@ -120,6 +131,7 @@ struct GpuSpmv<V>::Impl {
     st.x = x;
     st.y = y;
     st.leaf_counts = counts.as<unsigned long long>();
+    st.large_chunk = large_chunk;
     return st;
   }
 

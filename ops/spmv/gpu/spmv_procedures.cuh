@@ -55,6 +55,9 @@ struct SpmvState {
   // Plan building: with `record` set, inner nodes append leaves to the lists
   // (or only count them when the lists are null) instead of enqueueing them.
   bool record;
+  // Entries per item of a large leaf (a multiple of 128): the host picks it so
+  // that a small matrix with a few big leaves still gives every SM work.
+  std::uint32_t large_chunk;
   unsigned long long* leaf_counts;  // [leaf_bin_count]
   NodeItem* leaf_lists[leaf_bin_count];
 };
@@ -244,12 +247,14 @@ __device__ inline void leaf_coo_warp(const NodeItem& it, std::uint32_t lane, con
   // One shared-memory atomic per entry: merging equal outputs across the warp
   // first (as the small bin does) cost more than it saved on the stencils'
   // blocks (docs/perf-log.md), where conflicts in shared memory are cheap.
-  for (std::uint32_t q = lane; 4 * q < n; q += 32) {
+  // This item's chunk of the leaf (the item's `level` is the chunk index).
+  const std::uint32_t begin = it.level * st.large_chunk, end = min(n, begin + st.large_chunk);
+  for (std::uint32_t q = begin / 4 + lane; 4 * q < end; q += 32) {
     const uint2 cw = c4[q];
     V a[4];
     load4(vals + 4 * q, a);
     const std::uint32_t words[2] = {cw.x, cw.y};
-    const std::uint32_t m = min(4u, n - 4 * q);
+    const std::uint32_t m = min(4u, end - 4 * q);
 #pragma unroll
     for (std::uint32_t j = 0; j < 4; ++j) {
       if (j < m) {
@@ -452,6 +457,11 @@ struct InnerProcedure {
       chunked(bin_dense, dense_chunks(st.log2d), LeafDense<V>{});
       return;
     }
+    if (bin == bin_large) {
+      const std::uint32_t n = *reinterpret_cast<const std::uint32_t*>(st.pool + ref_offset(child.ref));
+      chunked(bin_large, (n + st.large_chunk - 1) / st.large_chunk, LeafLarge<V>{});
+      return;
+    }
     if (st.record) {
       // One reservation per bin and warp, slots in lane order: the lanes hold
       // consecutive children of one node, so leaves that share a block row
@@ -472,8 +482,7 @@ struct InnerProcedure {
     }
     switch (bin) {
       case bin_one: ctx.template enqueue<LeafOne<V>>(child); break;
-      case bin_small: ctx.template enqueue<LeafSmall<V>>(child); break;
-      default: ctx.template enqueue<LeafLarge<V>>(child); break;
+      default: ctx.template enqueue<LeafSmall<V>>(child); break;
     }
   }
 
