@@ -30,34 +30,22 @@ DeviceLimits query_device_limits() {
     return l;
 }
 
-DeviceBuffer::DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
-    if (bytes != 0) check(cudaMalloc(&ptr_, bytes), "cudaMalloc");
+void* DeviceMemory::allocate(std::size_t bytes) {
+    void* p = nullptr;
+    check(cudaMalloc(&p, bytes), "cudaMalloc");
+    return p;
 }
-DeviceBuffer::~DeviceBuffer() {
-    if (ptr_ != nullptr) (void)cudaFree(ptr_);
-}
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
-    if (this != &o) {
-        if (ptr_ != nullptr) (void)cudaFree(ptr_);
-        ptr_ = std::exchange(o.ptr_, nullptr);
-        bytes_ = std::exchange(o.bytes_, 0);
-    }
-    return *this;
+void DeviceMemory::release(void* p) noexcept {
+    if (p != nullptr) (void)cudaFree(p);
 }
 
-PinnedBuffer::PinnedBuffer(std::size_t bytes) : bytes_(bytes) {
-    if (bytes != 0) check(cudaMallocHost(&ptr_, bytes), "cudaMallocHost");
+void* PinnedMemory::allocate(std::size_t bytes) {
+    void* p = nullptr;
+    check(cudaMallocHost(&p, bytes), "cudaMallocHost");
+    return p;
 }
-PinnedBuffer::~PinnedBuffer() {
-    if (ptr_ != nullptr) (void)cudaFreeHost(ptr_);
-}
-PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& o) noexcept {
-    if (this != &o) {
-        if (ptr_ != nullptr) (void)cudaFreeHost(ptr_);
-        ptr_ = std::exchange(o.ptr_, nullptr);
-        bytes_ = std::exchange(o.bytes_, 0);
-    }
-    return *this;
+void PinnedMemory::release(void* p) noexcept {
+    if (p != nullptr) (void)cudaFreeHost(p);
 }
 
 Stream::Stream() { check(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags"); }

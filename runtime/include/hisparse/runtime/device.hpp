@@ -25,16 +25,35 @@ inline void check(cudaError_t e, const char* what, std::source_location where = 
 // Limits of the current device.
 [[nodiscard]] DeviceLimits query_device_limits();
 
-// Owning device allocation (cudaMalloc). Move-only.
-class DeviceBuffer {
+// Where an OwnedBuffer's bytes live: a tag with the allocation calls
+// (defined in src/device.cpp).
+struct DeviceMemory {  // cudaMalloc
+    static void* allocate(std::size_t bytes);
+    static void release(void* p) noexcept;
+};
+struct PinnedMemory {  // cudaMallocHost: asynchronous copies from and to it are truly asynchronous
+    static void* allocate(std::size_t bytes);
+    static void release(void* p) noexcept;
+};
+
+// An owning allocation of `Memory`. Move-only.
+template <class Memory>
+class OwnedBuffer {
 public:
-    DeviceBuffer() = default;
-    explicit DeviceBuffer(std::size_t bytes);
-    ~DeviceBuffer();
-    DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
-    DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
-    DeviceBuffer(const DeviceBuffer&) = delete;
-    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+    OwnedBuffer() = default;
+    explicit OwnedBuffer(std::size_t bytes) : ptr_(bytes != 0 ? Memory::allocate(bytes) : nullptr), bytes_(bytes) {}
+    ~OwnedBuffer() { Memory::release(ptr_); }
+    OwnedBuffer(OwnedBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+    OwnedBuffer& operator=(OwnedBuffer&& o) noexcept {
+        if (this != &o) {
+            Memory::release(ptr_);
+            ptr_ = std::exchange(o.ptr_, nullptr);
+            bytes_ = std::exchange(o.bytes_, 0);
+        }
+        return *this;
+    }
+    OwnedBuffer(const OwnedBuffer&) = delete;
+    OwnedBuffer& operator=(const OwnedBuffer&) = delete;
     [[nodiscard]] void* get() const noexcept { return ptr_; }
     [[nodiscard]] std::size_t size() const noexcept { return bytes_; }
     template <class T>
@@ -45,26 +64,8 @@ private:
     std::size_t bytes_ = 0;
 };
 
-// Owning page-locked host allocation (cudaMallocHost): asynchronous copies
-// from and to it are truly asynchronous. Move-only.
-class PinnedBuffer {
-public:
-    PinnedBuffer() = default;
-    explicit PinnedBuffer(std::size_t bytes);
-    ~PinnedBuffer();
-    PinnedBuffer(PinnedBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
-    PinnedBuffer& operator=(PinnedBuffer&& o) noexcept;
-    PinnedBuffer(const PinnedBuffer&) = delete;
-    PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-    [[nodiscard]] void* get() const noexcept { return ptr_; }
-    [[nodiscard]] std::size_t size() const noexcept { return bytes_; }
-    template <class T>
-    [[nodiscard]] T* as() const noexcept { return static_cast<T*>(ptr_); }
-
-private:
-    void* ptr_ = nullptr;
-    std::size_t bytes_ = 0;
-};
+using DeviceBuffer = OwnedBuffer<DeviceMemory>;
+using PinnedBuffer = OwnedBuffer<PinnedMemory>;
 
 // Owning stream / event.
 class Stream {
