@@ -74,16 +74,47 @@ __device__ inline std::uint32_t leaf_bin(const std::byte* pool, NodeRef ref) {
   }
 }
 
+// A product to add into y[key] (for warp_segmented_add: valid = false when a
+// lane has none).
+template <class V>
+struct PendingAdd {
+  std::uint64_t key = 0;
+  V val = V(0);
+  bool valid = false;
+};
+
+// The product of content entry (r, c) with value a, keyed by its output:
+// row r from x[c] for A, column c from x[r] for A^T.
+template <class V>
+__device__ inline PendingAdd<V> entry_product(const SpmvState<V>& st, std::uint64_t r, std::uint64_t c, V a) {
+  return {st.transposed ? c : r, st.k * a * st.x[st.transposed ? r : c], true};
+}
+
 template <class V>
 __device__ inline void accumulate(const SpmvState<V>& st, std::uint64_t brow, std::uint64_t bcol, LocalCoord lc, V a) {
-  std::uint64_t r = (brow << st.log2d) | lc.row, c = (bcol << st.log2d) | lc.col;
-  if (st.transposed) {
-    const std::uint64_t t = r;
-    r = c;
-    c = t;
-  }
-  atomicAdd(st.y + r, st.k * a * st.x[c]);
+  const PendingAdd<V> p = entry_product(st, (brow << st.log2d) | lc.row, (bcol << st.log2d) | lc.col, a);
+  atomicAdd(st.y + p.key, p.val);
 }
+
+// A lane's run of entries with equal outputs (entries are row-major, so in A
+// a row's entries come together): products are summed while the output stays
+// the same, and a new output first adds the finished run into y. The last run
+// stays open for the caller: its own atomic, or the warp merge.
+template <class V>
+struct OutputRun {
+  std::uint64_t out = ~std::uint64_t{0};
+  V sum = V(0);
+
+  __device__ void add(const SpmvState<V>& st, std::uint64_t r, std::uint64_t c, V a) {
+    const std::uint64_t o = st.transposed ? c : r, in = st.transposed ? r : c;
+    if (o != out) {
+      if (out != ~std::uint64_t{0}) atomicAdd(st.y + out, st.k * sum);
+      out = o;
+      sum = V(0);
+    }
+    sum += a * st.x[in];
+  }
+};
 
 // Four consecutive values with 16-byte loads (COO4 value arrays are 16-byte
 // aligned and padded to a multiple of four).
@@ -158,14 +189,6 @@ __device__ inline void leaf_one(const NodeItem& it, const SpmvState<V>& st) {
   accumulate(st, it.brow, it.bcol, lc, *reinterpret_cast<const V*>(node + l.value_offset));
 }
 
-// A lane's last run of equal outputs, handed to warp_segmented_add.
-template <class V>
-struct PendingAdd {
-  std::uint64_t key = 0;
-  V val = V(0);
-  bool valid = false;
-};
-
 // The one-entry bin in the plan: the lane's product, for warp_segmented_add.
 template <class V>
 __device__ inline PendingAdd<V> leaf_one_pending(const NodeItem* it, const SpmvState<V>& st) {
@@ -174,9 +197,8 @@ __device__ inline PendingAdd<V> leaf_one_pending(const NodeItem* it, const SpmvS
     const std::byte* node = st.pool + ref_offset(it->ref);
     constexpr CooLayout l = coo_layout(NodeType::coo1, 1, sizeof(V));
     const LocalCoord lc = *reinterpret_cast<const LocalCoord*>(node + l.coord_offset);
-    const std::uint64_t r = (it->brow << st.log2d) | lc.row, c = (it->bcol << st.log2d) | lc.col;
-    p = {st.transposed ? c : r, st.k * *reinterpret_cast<const V*>(node + l.value_offset) * st.x[st.transposed ? r : c],
-         true};
+    p = entry_product(st, (it->brow << st.log2d) | lc.row, (it->bcol << st.log2d) | lc.col,
+                      *reinterpret_cast<const V*>(node + l.value_offset));
   }
   return p;
 }
@@ -194,8 +216,8 @@ __device__ inline void leaf_coo(const NodeItem& it, std::uint32_t lane, std::uin
     const CooView<V> v = coo_view<V>(st.pool, it.ref);
     for (std::uint32_t i = lane; i < v.count; i += group) {
       if (pending && i + group >= v.count) {
-        const std::uint64_t r = (it.brow << st.log2d) | v.coords[i].row, c = (it.bcol << st.log2d) | v.coords[i].col;
-        *pending = PendingAdd<V>{st.transposed ? c : r, st.k * v.values[i] * st.x[st.transposed ? r : c], true};
+        *pending = entry_product(st, (it.brow << st.log2d) | v.coords[i].row, (it.bcol << st.log2d) | v.coords[i].col,
+                                 v.values[i]);
       } else {
         accumulate(st, it.brow, it.bcol, v.coords[i], v.values[i]);
       }
@@ -214,20 +236,11 @@ __device__ inline void leaf_coo(const NodeItem& it, std::uint32_t lane, std::uin
     const LocalCoord cs[4] = {{std::uint8_t(cw.x), std::uint8_t(cw.x >> 8)}, {std::uint8_t(cw.x >> 16), std::uint8_t(cw.x >> 24)},
                               {std::uint8_t(cw.y), std::uint8_t(cw.y >> 8)}, {std::uint8_t(cw.y >> 16), std::uint8_t(cw.y >> 24)}};
     const std::uint32_t m = min(4u, n - 4 * q);
-    std::uint64_t out = ~std::uint64_t{0};
-    V sum = V(0);
-    for (std::uint32_t j = 0; j < m; ++j) {
-      const std::uint64_t r = (it.brow << st.log2d) | cs[j].row, c = (it.bcol << st.log2d) | cs[j].col;
-      const std::uint64_t o = st.transposed ? c : r, in = st.transposed ? r : c;
-      if (o != out) {
-        if (out != ~std::uint64_t{0}) atomicAdd(st.y + out, st.k * sum);
-        out = o;
-        sum = V(0);
-      }
-      sum += a[j] * st.x[in];
-    }
-    if (pending && 4 * (q + group) >= n) *pending = PendingAdd<V>{out, st.k * sum, true};
-    else atomicAdd(st.y + out, st.k * sum);
+    OutputRun<V> run;
+    for (std::uint32_t j = 0; j < m; ++j)
+      run.add(st, (it.brow << st.log2d) | cs[j].row, (it.bcol << st.log2d) | cs[j].col, a[j]);
+    if (pending && 4 * (q + group) >= n) *pending = PendingAdd<V>{run.out, st.k * run.sum, true};
+    else atomicAdd(st.y + run.out, st.k * run.sum);
   }
 }
 
@@ -295,28 +308,17 @@ __device__ inline void leaf_coow(const NodeItem& it, std::uint32_t lane, const S
   for (std::uint32_t base = begin; base < end; base += 128) {  // uniform trip count: the whole warp merges
     const std::uint32_t e = base + 4 * lane;
     const std::uint32_t m = e < end ? min(4u, end - e) : 0u;
-    std::uint64_t out = ~std::uint64_t{0};
-    V sum = V(0);
+    OutputRun<V> run;
     if (m > 0) {
       const uint2 w0 = c2[e / 2], w1 = c2[e / 2 + 1];
       V a[4];
       load4(vals + e, a);
       const std::uint32_t words[4] = {w0.x, w0.y, w1.x, w1.y};  // WideCoord: row in the low half
 #pragma unroll
-      for (std::uint32_t j = 0; j < 4; ++j) {
-        if (j < m) {
-          const std::uint64_t r = row_base | (words[j] & 0xFFFFu), c = col_base | (words[j] >> 16);
-          const std::uint64_t o = st.transposed ? c : r, in = st.transposed ? r : c;
-          if (o != out) {
-            if (out != ~std::uint64_t{0}) atomicAdd(st.y + out, st.k * sum);
-            out = o;
-            sum = V(0);
-          }
-          sum += a[j] * st.x[in];
-        }
-      }
+      for (std::uint32_t j = 0; j < 4; ++j)
+        if (j < m) run.add(st, row_base | (words[j] & 0xFFFFu), col_base | (words[j] >> 16), a[j]);
     }
-    warp_segmented_add(st.y, out, st.k * sum, m > 0);
+    warp_segmented_add(st.y, run.out, st.k * run.sum, m > 0);
   }
 }
 
