@@ -90,15 +90,12 @@ std::vector<BenchRecord> bench_spmv(const Matrix<V>& host, const std::string& na
     ops::spmv_reference<V>(op, x, ref);
     DeviceBytes dx(std::max<std::size_t>(x.size(), 1) * sizeof(V)), dy(std::max<std::size_t>(ref.size(), 1) * sizeof(V));
     cuda_check(cudaMemcpy(dx.get(), x.data(), x.size() * sizeof(V), cudaMemcpyHostToDevice), "upload x");
-    auto record = [&](const char* impl, std::uint64_t bytes, auto&& f) {
-      // Poison y first: every row must be written (beta = 0).
-      cuda_check(cudaMemset(dy.get(), 0xFF, dy.size()), "poison y");
-      f();
-      cuda_check(cudaDeviceSynchronize(), "spmv");
-      const double err = rel_error<V>(dy, ref);
+    // One record: its error measured first, timed only when it is right (a
+    // wrong result is flagged and never reported as a speed).
+    auto measure = [&](const char* op_name, const char* impl, std::uint64_t bytes, double err, auto&& timed) {
       BenchRecord r;
       r.matrix = name;
-      r.op = t ? "spmv_t" : "spmv";
+      r.op = op_name;
       r.impl = impl;
       r.precision = prec;
       r.l2 = o.cold ? "cold" : "warm";
@@ -108,13 +105,20 @@ std::vector<BenchRecord> bench_spmv(const Matrix<V>& host, const std::string& na
       r.bytes = bytes;
       r.rel_error = err;
       r.ok = err < tol;
-      if (r.ok) {  // a wrong result is flagged and never reported as a speed
-        const Timing tm = time_calls(f, o, o.cold ? &flush : nullptr);
+      if (r.ok) {
+        const Timing tm = time_calls(timed, o, o.cold ? &flush : nullptr);
         r.median_ms = tm.median;
         r.mean_ms = tm.mean;
         r.std_ms = tm.std;
       }
       out.push_back(r);
+    };
+    auto record = [&](const char* impl, std::uint64_t bytes, auto&& f) {
+      // Poison y first: every row must be written (beta = 0).
+      cuda_check(cudaMemset(dy.get(), 0xFF, dy.size()), "poison y");
+      f();
+      cuda_check(cudaDeviceSynchronize(), "spmv");
+      measure(t ? "spmv_t" : "spmv", impl, bytes, rel_error<V>(dy, ref), f);
     };
     record("hisparse", a.pool_bytes(), [&] { plan(dx.as<V>(), dy.as<V>(), V(1), V(0)); });
     if (o.controllers) {
@@ -135,25 +139,7 @@ std::vector<BenchRecord> bench_spmv(const Matrix<V>& host, const std::string& na
     // checked first: an SpMV of the HiSparse copy against the reference, the
     // CSR arrays byte for byte.
     auto record_copy = [&](const char* impl, std::uint64_t bytes, auto&& make, auto&& error_of) {
-      BenchRecord r;
-      r.matrix = name;
-      r.op = "copy";
-      r.impl = impl;
-      r.precision = prec;
-      r.l2 = o.cold ? "cold" : "warm";
-      r.rows = op.rows();
-      r.cols = op.cols();
-      r.nnz = host.nnz();
-      r.bytes = bytes;
-      r.rel_error = error_of(make());
-      r.ok = r.rel_error < tol;
-      if (r.ok) {
-        const Timing tm = time_calls([&] { (void)make(); }, o, o.cold ? &flush : nullptr);
-        r.median_ms = tm.median;
-        r.mean_ms = tm.mean;
-        r.std_ms = tm.std;
-      }
-      out.push_back(r);
+      measure("copy", impl, bytes, error_of(make()), [&] { (void)make(); });
     };
     auto spmv_error = [&](const DeviceMatrix<V>& c) {
       cuda_check(cudaMemset(dy.get(), 0xFF, dy.size()), "poison y");
