@@ -14,6 +14,7 @@
 #include "hisparse/ops/copy_reference.hpp"
 #include "support/matrices_dir.hpp"
 #include "support/random_matrix.hpp"
+#include "support/wide_matrix.hpp"
 #include "support/test_seed.hpp"
 
 using namespace hisparse;
@@ -81,13 +82,8 @@ TEST(CopyGpu, WideNodes) {
   const auto seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
   std::mt19937_64 rng(seed);
-  auto wide = [](const auto& coo, std::uint32_t d) {
-    auto m = build_matrix(coo, BuildOptions{d, true});
-    EXPECT_GT(validate(m.content()).coow, 0u) << "the case must contain wide nodes";
-    return m;
-  };
-  check(wide(random_coo<double>(3000, 1700, 30000, rng), 16), "wide random d16");
-  check(wide(random_coo<float>(200000, 150000, 400000, rng), 128), "wide random d128 f32");
-  check(wide(random_coo<double>(4096, 4096, 8000, rng), 64), "wide root d64");
+  check(build_wide(random_coo<double>(3000, 1700, 30000, rng), 16), "wide random d16");
+  check(build_wide(random_coo<float>(200000, 150000, 400000, rng), 128), "wide random d128 f32");
+  check(build_wide(random_coo<double>(4096, 4096, 8000, rng), 64), "wide root d64");
 }
 

@@ -10,12 +10,12 @@
 #include "hisparse/formats/builder.hpp"
 #include "hisparse/formats/device_matrix.hpp"
 #include "hisparse/formats/matrix_market.hpp"
-#include "hisparse/formats/validate.hpp"
 #include "hisparse/ops/gpu_controllers.hpp"
 #include "hisparse/ops/spmv_gpu.hpp"
 #include "hisparse/ops/spmv_reference.hpp"
 #include "support/matrices_dir.hpp"
 #include "support/random_matrix.hpp"
+#include "support/wide_matrix.hpp"
 #include "support/test_seed.hpp"
 
 using namespace hisparse;
@@ -131,18 +131,13 @@ TEST(SpmvGpu, EveryControllerWithAndWithoutPlan) {
 }
 
 // Wide (COOW) nodes: scattered patterns where they are chosen, one with
-// more than one chunk (1024 entries) per node, one whose root is a wide node,
+// more than one chunk (128 entries) per node, one whose root is a wide node,
 // and heavy rows and columns (the warp merge of equal outputs), under the
 // plan and the runtime.
 TEST(SpmvGpu, WideNodes) {
   const auto seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
   std::mt19937_64 rng(seed);
-  auto wide = [](const auto& coo, std::uint32_t d) {
-    auto m = build_matrix(coo, BuildOptions{d, true});
-    EXPECT_GT(validate(m.content()).coow, 0u) << "the case must contain wide nodes";
-    return m;
-  };
   // Heavy lines: a few rows and columns with an entry in most positions of a
   // sparse pattern, like the circuit family.
   auto heavy_lines = [&](index_t n, std::size_t scattered) {
@@ -157,10 +152,10 @@ TEST(SpmvGpu, WideNodes) {
   for (bool reuse : {false, true}) {
     ops::SpmvOptions opt{runtime::Controller::persistent, reuse};
     const std::string how = reuse ? " plan" : " runtime";
-    check_all_states(wide(random_coo<double>(3000, 1700, 30000, rng), 16), opt, rng, "random d16" + how);
-    check_all_states(wide(random_coo<float>(200000, 150000, 400000, rng), 128), opt, rng, "random d128 f32" + how);
-    check_all_states(wide(random_coo<double>(4096, 4096, 8000, rng), 64), opt, rng, "wide root, chunks" + how);
-    check_all_states(wide(heavy_lines(60000, 20000), 32), opt, rng, "heavy lines" + how);
+    check_all_states(build_wide(random_coo<double>(3000, 1700, 30000, rng), 16), opt, rng, "random d16" + how);
+    check_all_states(build_wide(random_coo<float>(200000, 150000, 400000, rng), 128), opt, rng, "random d128 f32" + how);
+    check_all_states(build_wide(random_coo<double>(4096, 4096, 8000, rng), 64), opt, rng, "wide root, chunks" + how);
+    check_all_states(build_wide(heavy_lines(60000, 20000), 32), opt, rng, "heavy lines" + how);
   }
 }
 
