@@ -27,17 +27,6 @@ namespace {
 namespace fs = std::filesystem;
 
 template <class V>
-struct RealOf {
-  using type = V;
-};
-template <class T>
-struct RealOf<std::complex<T>> {
-  using type = T;
-};
-template <class V>
-using real_of_t = typename RealOf<V>::type;
-
-template <class V>
 constexpr std::string_view type_name() {
   if constexpr (std::is_same_v<V, float>) {
     return "f32";

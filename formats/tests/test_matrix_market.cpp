@@ -309,17 +309,8 @@ V random_value(std::mt19937_64& rng) {
 }
 
 template <class V>
-struct RealOf {
-  using type = V;
-};
-template <class T>
-struct RealOf<std::complex<T>> {
-  using type = T;
-};
-
-template <class V>
 std::vector<V> special_values() {
-  using R = typename RealOf<V>::type;
+  using R = real_of_t<V>;
   using L = std::numeric_limits<R>;
   const R reals[] = {R(0),        -R(0),       R(1),          R(-1),         R(0.1),
                      L::min(),    L::max(),    L::lowest(),   L::denorm_min(), -L::denorm_min(),

@@ -47,4 +47,16 @@ inline constexpr bool is_complex_v = false;
 template <class T>
 inline constexpr bool is_complex_v<std::complex<T>> = true;
 
+// The real type of a value type: itself, or a complex type's component.
+template <class V>
+struct real_of {
+  using type = V;
+};
+template <class T>
+struct real_of<std::complex<T>> {
+  using type = T;
+};
+template <class V>
+using real_of_t = typename real_of<V>::type;
+
 }  // namespace hisparse
