@@ -156,12 +156,7 @@ struct GpuSpmv<V>::Impl {
       plan.items[b] = st.leaf_lists[b];
       plan.count[b] = n[b];
       plan.first_block[b] = blocks;
-      const std::uint32_t threads = b == bin_one     ? leaf_threads<bin_one>
-                                    : b == bin_small ? leaf_threads<bin_small>
-                                    : b == bin_large ? leaf_threads<bin_large>
-                                    : b == bin_dense ? leaf_threads<bin_dense>
-                                                     : leaf_threads<bin_wide>;
-      const std::uint32_t per_block = plan_block / threads;
+      const std::uint32_t per_block = plan_block / leaf_threads_of(b);
       blocks += (n[b] + per_block - 1) / per_block;
       offset += n[b];
       stats.leaves[b] = n[b];

@@ -403,24 +403,23 @@ struct LeafProcedure {
   }
 };
 
-// Threads per leaf of each bin (a block of 256 runs 256, 32, 8 or 1 leaves).
-template <class V>
-using LeafOne = LeafProcedure<V, bin_one, 1>;
-template <class V>
-using LeafSmall = LeafProcedure<V, bin_small, 8>;
-template <class V>
-using LeafLarge = LeafProcedure<V, bin_large, 32>;
-template <class V>
-using LeafDense = LeafProcedure<V, bin_dense, 256>;
-template <class V>
-using LeafWide = LeafProcedure<V, bin_wide, 32>;
-
+// Threads per leaf item of each bin (a block of 256 runs 256, 32, 8 or 1 items).
+__host__ __device__ constexpr std::uint32_t leaf_threads_of(std::uint32_t bin) {
+  return bin == bin_one ? 1 : bin == bin_small ? 8 : bin == bin_dense ? 256 : 32;  // large, wide: a warp
+}
 template <std::uint32_t Bin>
-inline constexpr std::uint32_t leaf_threads = Bin == bin_one     ? 1
-                                              : Bin == bin_small ? 8
-                                              : Bin == bin_large ? 32
-                                              : Bin == bin_dense ? 256
-                                                                 : 32;
+inline constexpr std::uint32_t leaf_threads = leaf_threads_of(Bin);
+
+template <class V>
+using LeafOne = LeafProcedure<V, bin_one, leaf_threads<bin_one>>;
+template <class V>
+using LeafSmall = LeafProcedure<V, bin_small, leaf_threads<bin_small>>;
+template <class V>
+using LeafLarge = LeafProcedure<V, bin_large, leaf_threads<bin_large>>;
+template <class V>
+using LeafDense = LeafProcedure<V, bin_dense, leaf_threads<bin_dense>>;
+template <class V>
+using LeafWide = LeafProcedure<V, bin_wide, leaf_threads<bin_wide>>;
 
 // An inner node: a warp walks its children and routes each to the inner
 // queue or to its leaf bin (reading a sparse leaf's count, seed 004 sec. 4.1).
