@@ -8,6 +8,7 @@
 // and are listed here.
 #include "spmv/gpu/spmv_gpu.cu"
 #include "copy/gpu/copy_gpu.cu"
+#include "add/gpu/add_gpu.cu"
 
 #include "hisparse/ops/gpu_controllers.hpp"
 #include "hisparse/runtime/runtime.cuh"

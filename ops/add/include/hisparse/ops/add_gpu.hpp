@@ -1,0 +1,27 @@
+#pragma once
+// GPU sparse add: C = alpha·op(A) + beta·op(B), each op and scale from its
+// operand's state, C a new device matrix with plain state. The same result as
+// add_reference, bit for bit (structure, node types, values): a dual
+// top-down traversal through the runtime, every output node allocated from
+// one pool by an atomic bump allocator (seed 004 section 6). The pool is
+// sized by a bound (the operands' pools together); should that be too small
+// (possible only with wide nodes) the traversal is repeated at the exact size
+// the first one counted. The result's pool is then cut to its exact size.
+#include <cuda_runtime.h>
+
+#include "hisparse/formats/device_matrix.hpp"
+#include "hisparse/runtime/config.hpp"
+
+namespace hisparse::ops {
+
+struct AddOptions {
+  runtime::Controller controller = runtime::Controller::persistent;
+};
+
+// Throws hisparse::Error when op(A) and op(B) differ in shape or the node
+// sizes differ, LimitError when the result needs more than a 4 GiB pool.
+template <class V>
+DeviceMatrix<V> add(const DeviceMatrix<V>& a, const DeviceMatrix<V>& b, V alpha = V(1), V beta = V(1),
+                    AddOptions options = {}, cudaStream_t stream = nullptr);
+
+}  // namespace hisparse::ops
