@@ -213,14 +213,14 @@ class Cli(unittest.TestCase):
         self.check_spmv(False, 1.5, 0.0, wide=True)
         self.check_spmv(True, -0.5, 2.0, wide=True)
 
-    def test_add_host(self):
+    def check_add(self, device):
         ea, sa = self.random_matrix(50, 80, 400)
         eb, sb = self.random_matrix(80, 50, 300)
         write_mtx(self.path("a.mtx"), 50, 80, ea)
         write_mtx(self.path("b.mtx"), 80, 50, eb)
         run("convert", self.path("b.mtx"), self.path("b.hsp"), "--node-size", "8")
         run("add", self.path("a.mtx"), self.path("b.hsp"), self.path("c.mtx"), "--transpose-b",
-            "--alpha", 2, "--beta", -1, "--device", "host")
+            "--alpha", 2, "--beta", -1, "--device", device)
         rows, cols, c = read_mtx(self.path("c.mtx"))
         self.assertEqual((rows, cols), (50, 80))
         want = {rc: 2 * v for rc, v in sa.items()}
@@ -229,6 +229,19 @@ class Cli(unittest.TestCase):
         self.assertEqual(set(c), set(want), f"seed {self.seed}")
         for rc, v in want.items():
             self.assertAlmostEqual(c[rc], v, delta=1e-12, msg=f"seed {self.seed}")
+
+    def test_add_host(self):
+        self.check_add("host")
+
+    def test_add_gpu_matches_contract(self):
+        """With a GPU, add --device gpu gives the host's result; without one it fails cleanly."""
+        jazz = os.path.join(MATRICES, "jazz.mtx")
+        probe = run("add", jazz, jazz, self.path("never.mtx"), "--device", "gpu", ok=False)
+        if "no CUDA device" in probe.stderr or "no GPU support" in probe.stderr:
+            self.assertEqual(probe.returncode, 1)
+            self.assertFalse(os.path.exists(self.path("never.mtx")))
+            return
+        self.check_add("gpu")
 
     def test_usage_errors_exit_2(self):
         self.assertEqual(run(ok=False).returncode, 2)

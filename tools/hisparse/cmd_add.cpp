@@ -1,9 +1,11 @@
 // hisparse add A B OUT [--transpose-a] [--transpose-b] [--alpha A] [--beta B]
 //              [--device host|gpu]
 #include <memory>
+#include <type_traits>
 
 #include "commands.hpp"
 #include "device.hpp"
+#include "gpu_ops.hpp"
 #include "hisparse/ops/add_reference.hpp"
 #include "matrix_io.hpp"
 
@@ -27,13 +29,11 @@ void add_add_command(CLI::App& app) {
   sub->add_flag("--transpose-b", opt->tb, "use B^T");
   sub->add_option("--alpha", opt->alpha, "alpha (default 1)");
   sub->add_option("--beta", opt->beta, "beta (default 1)");
-  sub->add_option("--device", opt->device, "host (the GPU add is not built yet)");
+  sub->add_option("--device", opt->device, "host or gpu (default: gpu when present; complex runs on the host)");
   sub->add_option("--precision", opt->precision, "f32, f64, c64 or c128 (default: A's)");
   sub->callback([opt] {
     check_extension(opt->out, "output file");
-    // Sparse add runs on the host reference; the GPU add is a later op package.
-    if (opt->device == "gpu") throw Error("add: --device gpu is not available yet (the GPU add is not built); use --device host");
-    resolve_device(opt->device);
+    const Device device = resolve_device(opt->device);
     const auto precision = opt->precision ? std::optional(parse_precision(*opt->precision)) : std::nullopt;
     const AnyMatrix a = load_matrix(opt->a, std::nullopt, precision);
     // B follows A's precision and node size.
@@ -47,7 +47,13 @@ void add_add_command(CLI::App& app) {
           Matrix<V> x = opt->ta ? ma.transpose() : ma;
           Matrix<V> y = std::get<Matrix<V>>(b);
           if (opt->tb) y = y.transpose();
-          return ops::add_reference<V>(x, y, static_cast<V>(opt->alpha), static_cast<V>(opt->beta));
+          const V alpha = static_cast<V>(opt->alpha), beta = static_cast<V>(opt->beta);
+          if constexpr (std::is_same_v<V, float> || std::is_same_v<V, double>) {
+            if (device == Device::gpu) return gpu_add<V>(x, y, alpha, beta);
+          } else {
+            if (opt->device == "gpu") throw Error("add: --device gpu handles f32 and f64; complex matrices run on the host");
+          }
+          return ops::add_reference<V>(x, y, alpha, beta);
         },
         a);
     save_matrix(opt->out, c);

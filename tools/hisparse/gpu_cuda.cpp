@@ -10,6 +10,7 @@
 #include "gpu_ops.hpp"
 #include "hisparse/formats/device_matrix.hpp"
 #include "hisparse/ops/spmv_gpu.hpp"
+#include "hisparse/ops/add_gpu.hpp"
 
 namespace hisparse::cli {
 
@@ -72,6 +73,14 @@ void gpu_spmv(const Matrix<V>& a, std::span<const V> x, std::span<V> y, V alpha,
 }
 template void gpu_spmv(const Matrix<float>&, std::span<const float>, std::span<float>, float, float);
 template void gpu_spmv(const Matrix<double>&, std::span<const double>, std::span<double>, double, double);
+
+template <class V>
+Matrix<V> gpu_add(const Matrix<V>& a, const Matrix<V>& b, V alpha, V beta) {
+  const DeviceMatrix<V> da(a), db(b);
+  return ops::add<V>(da, db, alpha, beta).download();
+}
+template Matrix<float> gpu_add(const Matrix<float>&, const Matrix<float>&, float, float);
+template Matrix<double> gpu_add(const Matrix<double>&, const Matrix<double>&, double, double);
 
 bool gpu_demo(const Matrix<float>& a32, const Matrix<double>& a64) {
   cudaDeviceProp prop{};

@@ -15,6 +15,12 @@ void gpu_spmv(const Matrix<V>&, std::span<const V>, std::span<V>, V, V) {
 }
 template void gpu_spmv(const Matrix<float>&, std::span<const float>, std::span<float>, float, float);
 template void gpu_spmv(const Matrix<double>&, std::span<const double>, std::span<double>, double, double);
+template <class V>
+Matrix<V> gpu_add(const Matrix<V>&, const Matrix<V>&, V, V) {
+  throw Error("this build has no GPU support (configure with -Dcuda=enabled)");
+}
+template Matrix<float> gpu_add(const Matrix<float>&, const Matrix<float>&, float, float);
+template Matrix<double> gpu_add(const Matrix<double>&, const Matrix<double>&, double, double);
 }  // namespace hisparse::cli
 
 namespace hisparse::cli {

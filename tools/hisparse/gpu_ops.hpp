@@ -10,6 +10,10 @@ namespace hisparse::cli {
 template <class V>
 void gpu_spmv(const Matrix<V>& a, std::span<const V> x, std::span<V> y, V alpha, V beta);
 
+// alpha·op(A) + beta·op(B) on the GPU (states as the matrices carry them).
+template <class V>
+Matrix<V> gpu_add(const Matrix<V>& a, const Matrix<V>& b, V alpha, V beta);
+
 }  // namespace hisparse::cli
 
 namespace hisparse::cli {
