@@ -29,4 +29,12 @@ struct BenchRecord {
 template <class V>
 std::vector<BenchRecord> bench_spmv(const Matrix<V>& a, const std::string& name, const BenchOptions& options);
 
+// C = 1.5·op(A) - 0.5·op(B), N (A + B) and T (A^T + B^T): HiSparse against
+// cuSPARSE csrgeam2 (with csr2csc of both operands for T; also without, the
+// paper's Figure 6c). HiSparse's result is checked against cuSPARSE's:
+// the same structure and values.
+template <class V>
+std::vector<BenchRecord> bench_add(const Matrix<V>& a, const Matrix<V>& b, const std::string& name,
+                                   const BenchOptions& options);
+
 }  // namespace hisparse::cli

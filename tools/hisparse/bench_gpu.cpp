@@ -8,6 +8,7 @@
 #include "cusparse_csr.hpp"
 #include "hisparse/formats/builder.hpp"
 #include "hisparse/formats/device_matrix.hpp"
+#include "hisparse/ops/add_gpu.hpp"
 #include "hisparse/ops/copy_gpu.hpp"
 #include "hisparse/ops/gpu_controllers.hpp"
 #include "hisparse/ops/spmv_gpu.hpp"
@@ -154,12 +155,96 @@ std::vector<BenchRecord> bench_spmv(const Matrix<V>& host, const std::string& na
         const std::string impl = "hisparse-rebuild-" + std::string(runtime::to_string(c));
         record_copy(impl.c_str(), a.pool_bytes(), [&] { return ops::copy(a, ops::CopyOptions{true, c}); }, spmv_error);
       }
-    record_copy("csr-copy", alg1.bytes(), [&] { return alg1.copy_arrays(); },
-                [&](const typename CusparseCsr<V>::Arrays& c) { return alg1.same_arrays(c) ? 0.0 : INFINITY; });
+    record_copy("csr-copy", alg1.bytes(), [&] { return alg1.arrays().copy(); },
+                [&](const CsrArrays<V>& c) { return alg1.arrays().same_bytes(c) ? 0.0 : INFINITY; });
   }
   return out;
 }
 
+// Relative difference of two CSR matrices with the same structure; infinite
+// when the structures differ.
+template <class V>
+double csr_difference(const Csr<V>& got, const Csr<V>& want) {
+  if (got.rows != want.rows || got.cols != want.cols || got.row_ptr != want.row_ptr || got.col != want.col) return INFINITY;
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < got.val.size(); ++i) {
+    const double e = std::abs(double(got.val[i]) - double(want.val[i]));
+    if (std::isnan(e)) return INFINITY;
+    num = std::max(num, e);
+    den = std::max(den, std::abs(double(want.val[i])));
+  }
+  return den > 0 ? num / den : num;
+}
+
+template <class V>
+std::vector<BenchRecord> bench_add(const Matrix<V>& ha, const Matrix<V>& hb, const std::string& name,
+                                   const BenchOptions& o) {
+  const char* prec = std::is_same_v<V, float> ? "f32" : "f64";
+  const double tol = std::is_same_v<V, float> ? 1e-6 : 1e-14;  // one product and one sum per entry on both sides
+  const V alpha = V(1.5), beta = V(-0.5);
+  DeviceMatrix<V> a(ha), b(hb);
+  const CsrArrays<V> ca = CsrArrays<V>::upload(to_csr(ha)), cb = CsrArrays<V>::upload(to_csr(hb));
+  const CusparseHandle handle;
+  int dev = 0;
+  cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
+  int l2 = 0;
+  cuda_check(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev), "cudaDeviceGetAttribute");
+  DeviceBytes flush(o.cold ? 2 * static_cast<std::size_t>(l2) : 0);
+  std::vector<BenchRecord> out;
+  for (bool t : {false, true}) {
+    if (a.transposed() != t) a.transpose();
+    if (b.transposed() != t) b.transpose();
+    // cuSPARSE's operands for A^T + B^T without the conversion (the paper's
+    // Figure 6c); the conversion itself is timed in the csr2csc record.
+    const CsrArrays<V> cat = t ? csr_transpose(handle.get(), ca) : CsrArrays<V>{};
+    const CsrArrays<V> cbt = t ? csr_transpose(handle.get(), cb) : CsrArrays<V>{};
+    const CsrArrays<V>& xa = t ? cat : ca;
+    const CsrArrays<V>& xb = t ? cbt : cb;
+    const Csr<V> want = csrgeam2(handle.get(), xa, xb, alpha, beta).download();
+    auto measure = [&](const char* impl, std::uint64_t bytes, double err, auto&& timed) {
+      BenchRecord r;
+      r.matrix = name;
+      r.op = t ? "add_t" : "add";
+      r.impl = impl;
+      r.precision = prec;
+      r.l2 = o.cold ? "cold" : "warm";
+      r.rows = a.rows();
+      r.cols = a.cols();
+      r.nnz = ha.nnz() + hb.nnz();  // entries read; the result's count is in the bytes
+      r.bytes = bytes;
+      r.rel_error = err;
+      r.ok = err <= tol;
+      if (r.ok) {
+        const Timing tm = time_calls(timed, o, o.cold ? &flush : nullptr);
+        r.median_ms = tm.median;
+        r.mean_ms = tm.mean;
+        r.std_ms = tm.std;
+      }
+      out.push_back(r);
+    };
+    // Bytes: both operands and the result, each implementation its own.
+    const DeviceMatrix<V> c = ops::add(a, b, alpha, beta);
+    measure("hisparse", a.pool_bytes() + b.pool_bytes() + c.pool_bytes(), csr_difference(to_csr(c.download()), want),
+            [&] { (void)ops::add(a, b, alpha, beta); });
+    const std::uint64_t csr_bytes = ca.bytes() + cb.bytes() + (want.rows + 1) * 4 + want.nnz() * (4 + sizeof(V));
+    if (!t) {
+      measure("cusparse-csrgeam2", csr_bytes, 0.0, [&] { (void)csrgeam2(handle.get(), ca, cb, alpha, beta); });
+      continue;
+    }
+    measure("cusparse-csrgeam2+csr2csc", csr_bytes, 0.0, [&] {
+      const CsrArrays<V> at = csr_transpose(handle.get(), ca), bt = csr_transpose(handle.get(), cb);
+      (void)csrgeam2(handle.get(), at, bt, alpha, beta);
+    });
+    measure("cusparse-csrgeam2-pretransposed", csr_bytes, 0.0,
+            [&] { (void)csrgeam2(handle.get(), cat, cbt, alpha, beta); });
+  }
+  return out;
+}
+
+template std::vector<BenchRecord> bench_add(const Matrix<float>&, const Matrix<float>&, const std::string&,
+                                            const BenchOptions&);
+template std::vector<BenchRecord> bench_add(const Matrix<double>&, const Matrix<double>&, const std::string&,
+                                            const BenchOptions&);
 template std::vector<BenchRecord> bench_spmv(const Matrix<float>&, const std::string&, const BenchOptions&);
 template std::vector<BenchRecord> bench_spmv(const Matrix<double>&, const std::string&, const BenchOptions&);
 

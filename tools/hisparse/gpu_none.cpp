@@ -38,4 +38,12 @@ std::vector<BenchRecord> bench_spmv(const Matrix<V>&, const std::string&, const 
 }
 template std::vector<BenchRecord> bench_spmv(const Matrix<float>&, const std::string&, const BenchOptions&);
 template std::vector<BenchRecord> bench_spmv(const Matrix<double>&, const std::string&, const BenchOptions&);
+template <class V>
+std::vector<BenchRecord> bench_add(const Matrix<V>&, const Matrix<V>&, const std::string&, const BenchOptions&) {
+  throw Error("this build has no GPU support (configure with -Dcuda=enabled)");
+}
+template std::vector<BenchRecord> bench_add(const Matrix<float>&, const Matrix<float>&, const std::string&,
+                                            const BenchOptions&);
+template std::vector<BenchRecord> bench_add(const Matrix<double>&, const Matrix<double>&, const std::string&,
+                                            const BenchOptions&);
 }  // namespace hisparse::cli
