@@ -1,6 +1,10 @@
 #include "hisparse/runtime/device.hpp"
 
+#include <map>
+#include <mutex>
 #include <thread>
+#include <utility>
+#include <vector>
 
 namespace hisparse::runtime {
 
@@ -30,22 +34,108 @@ DeviceLimits query_device_limits() {
     return l;
 }
 
-void* DeviceMemory::allocate(std::size_t bytes) {
-    void* p = nullptr;
-    check(cudaMalloc(&p, bytes), "cudaMalloc");
-    return p;
+namespace {
+
+// Released blocks by (device, size class), for reuse. Never destroyed: at
+// process exit the CUDA runtime may already be gone, and the OS reclaims
+// the memory anyway.
+class BlockCache {
+public:
+    static constexpr std::size_t max_block = std::size_t{4} << 20;
+    static constexpr std::size_t max_total = std::size_t{64} << 20;
+
+    static std::size_t size_class(std::size_t bytes) {
+        if (bytes > max_block) return bytes;
+        std::size_t c = 256;
+        while (c < bytes) c <<= 1;
+        return c;
+    }
+    void* take(int device, std::size_t cls) {
+        const std::lock_guard lock(mutex_);
+        auto it = free_.find({device, cls});
+        if (it == free_.end() || it->second.empty()) return nullptr;
+        void* p = it->second.back();
+        it->second.pop_back();
+        total_ -= cls;
+        return p;
+    }
+    bool keep(int device, std::size_t cls, void* p) {
+        const std::lock_guard lock(mutex_);
+        if (cls > max_block || total_ + cls > max_total) return false;
+        free_[{device, cls}].push_back(p);
+        total_ += cls;
+        return true;
+    }
+    template <class Free>
+    void clear(Free&& release) {
+        const std::lock_guard lock(mutex_);
+        for (auto& [key, blocks] : free_)
+            for (void* p : blocks) release(key.first, p);
+        free_.clear();
+        total_ = 0;
+    }
+
+private:
+    std::mutex mutex_;
+    std::map<std::pair<int, std::size_t>, std::vector<void*>> free_;
+    std::size_t total_ = 0;
+};
+
+BlockCache& device_cache() {
+    static auto* cache = new BlockCache;
+    return *cache;
 }
-void DeviceMemory::release(void* p) noexcept {
-    if (p != nullptr) (void)cudaFree(p);
+BlockCache& pinned_cache() {
+    static auto* cache = new BlockCache;
+    return *cache;
 }
 
-void* PinnedMemory::allocate(std::size_t bytes) {
+int current_device() {
+    int device = 0;
+    check(cudaGetDevice(&device), "cudaGetDevice");
+    return device;
+}
+
+}  // namespace
+
+void* DeviceMemory::allocate(std::size_t bytes) {
+    const int device = current_device();
+    const std::size_t cls = BlockCache::size_class(bytes);
+    if (void* p = device_cache().take(device, cls)) return p;
     void* p = nullptr;
-    check(cudaMallocHost(&p, bytes), "cudaMallocHost");
+    check(cudaMalloc(&p, cls), "cudaMalloc");
     return p;
 }
-void PinnedMemory::release(void* p) noexcept {
-    if (p != nullptr) (void)cudaFreeHost(p);
+void DeviceMemory::release(void* p, std::size_t bytes) noexcept {
+    if (p == nullptr) return;
+    int device = 0;
+    if (cudaGetDevice(&device) == cudaSuccess && device_cache().keep(device, BlockCache::size_class(bytes), p)) return;
+    (void)cudaFree(p);
+}
+
+// Pinned memory is mapped for every device (unified addressing): one pool.
+void* PinnedMemory::allocate(std::size_t bytes) {
+    const std::size_t cls = BlockCache::size_class(bytes);
+    if (void* p = pinned_cache().take(-1, cls)) return p;
+    void* p = nullptr;
+    check(cudaMallocHost(&p, cls), "cudaMallocHost");
+    return p;
+}
+void PinnedMemory::release(void* p, std::size_t bytes) noexcept {
+    if (p == nullptr) return;
+    if (pinned_cache().keep(-1, BlockCache::size_class(bytes), p)) return;
+    (void)cudaFreeHost(p);
+}
+
+void release_cached_memory() noexcept {
+    device_cache().clear([](int device, void* p) {
+        int current = 0;
+        (void)cudaGetDevice(&current);
+        (void)cudaSetDevice(device);
+        (void)cudaFree(p);
+        (void)cudaSetDevice(current);
+    });
+    pinned_cache().clear([](int, void* p) { (void)cudaFreeHost(p); });
 }
 
 Stream::Stream() { check(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags"); }

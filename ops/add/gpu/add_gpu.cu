@@ -11,8 +11,12 @@ namespace {
 
 using namespace add_gpu;
 
-template <class V>
-using AddSetup = runtime::QueueSetup<256, runtime::ProcedureQueues<AddNode<V>>, runtime::ProcedureQueues<AddWide<V>>>;
+// Node sizes up to 128 (the default) share one setup, with 5 KiB of bitmaps
+// a warp; 256 needs four times as much, so its blocks are two warps (blocks
+// stay within the default 48 KiB of dynamic shared memory).
+template <class V, std::uint32_t Log2Cap>
+using AddSetup = runtime::QueueSetup<Log2Cap == 8 ? 64 : 128, runtime::ProcedureQueues<AddNode<V, Log2Cap>>,
+                                     runtime::ProcedureQueues<AddWide<V>>>;
 
 struct Counters {
   unsigned long long alloc;
@@ -21,6 +25,14 @@ struct Counters {
   NodeRef root;
   unsigned flags;
 };
+
+template <class Setup, class V>
+void run(const runtime::RuntimeConfig& cfg, const AddState<V>& st, const AddItem& root, cudaStream_t stream) {
+  runtime::Runtime<Setup, AddState<V>> rt(cfg, st, stream);
+  if (st.wide && st.depth == 2) rt.template seed<AddWide<V>>(root);
+  else rt.template seed<typename Setup::template procedure_at<0>>(root);
+  rt.run();
+}
 
 }  // namespace
 
@@ -49,49 +61,42 @@ DeviceMatrix<V> add(const DeviceMatrix<V>& a, const DeviceMatrix<V>& b, V alpha,
     return DeviceMatrix<V>::adopt(std::move(pool), shape, 0, null_ref, false, V(1), wide);
   }
 
-  // Shadows for re-sorting transposed sparse nodes, scratch for wide sub-trees.
-  DeviceBytes a_sorted(a.transposed() ? a.pool_bytes() : 0), b_sorted(b.transposed() ? b.pool_bytes() : 0);
   const std::uint64_t scratch_entries = wide ? 2 * (a.nnz() + b.nnz()) : 0;
   DeviceBytes scratch(scratch_entries * sizeof(WideEntry<V>));
   DeviceBytes counters(sizeof(Counters));
   auto* ct = counters.as<Counters>();
 
-  // Canonical operands without wide nodes never need more than their pools
-  // together; with wide nodes a merged sub-tree can change form, so the
-  // bound may be short, and then the first run counts the exact size.
+  // Without wide nodes, an output node never takes more bytes than the two
+  // it merges (a dense one bounds the output; sparse bytes are subadditive),
+  // so the operands' pools together suffice. With wide nodes a merged
+  // sub-tree can change form (at most 1.5 x bytes); should a pool still be
+  // short, the run is repeated with twice the room.
   std::uint64_t capacity = a.pool_bytes() + b.pool_bytes();
-  for (int attempt = 0;; ++attempt) {
+  if (wide) capacity = round_up(capacity + capacity / 2, node_alignment);
+  for (;;) {
     if (capacity > max_pool_bytes + node_alignment)
-      throw LimitError("add: the result needs a node pool of " + std::to_string(capacity) +
-                       " bytes, more than the 4 GiB limit");
+      throw LimitError("add: the result needs a node pool larger than the 4 GiB limit");
     DeviceBytes pool(capacity);
     const Counters init{sizeof(PoolHeader), 0, 0, null_ref, 0};
     cuda_check(cudaMemcpyAsync(ct, &init, sizeof(init), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync(counters)");
-    AddState<V> st{{a.pool(), a_sorted.as<std::byte>(), a.transposed(), alpha * a.scale()},
-                   {b.pool(), b_sorted.as<std::byte>(), b.transposed(), beta * b.scale()},
-                   pool.as<std::byte>(), &ct->alloc, capacity, &ct->flags, &ct->nnz, scratch.as<WideEntry<V>>(),
-                   &ct->scratch_alloc, scratch_entries, log2d, shape.depth, wide};
+    const AddState<V> st{{a.pool(), a.transposed(), alpha * a.scale()},
+                         {b.pool(), b.transposed(), beta * b.scale()},
+                         pool.as<std::byte>(), &ct->alloc, capacity, &ct->flags, &ct->nnz, scratch.as<WideEntry<V>>(),
+                         &ct->scratch_alloc, scratch_entries, log2d, shape.depth, wide};
     runtime::RuntimeConfig cfg;
     cfg.controller = options.controller;
     cfg.default_capacity = static_cast<std::uint32_t>(std::min<std::uint64_t>(
         std::max<std::uint64_t>(1024, (a.pool_bytes() + b.pool_bytes()) / 16), 1u << 30));
-    {
-      runtime::Runtime<AddSetup<V>, AddState<V>> rt(cfg, st, stream);
-      const AddItem root{ra, rb, 0, 0, &ct->root};
-      if (wide && shape.depth == 2) rt.template seed<AddWide<V>>(root);
-      else rt.template seed<AddNode<V>>(root);
-      rt.run();
-    }
+    const AddItem root{ra, rb, 0, 0, &ct->root};
+    if (log2d <= 7) run<AddSetup<V, 7>>(cfg, st, root, stream);
+    else run<AddSetup<V, 8>>(cfg, st, root, stream);
     Counters done{};
     cuda_check(cudaMemcpyAsync(&done, ct, sizeof(done), cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync(counters)");
     cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(add)");
-    if (done.flags & flag_not_canonical)
-      throw Error("add: an operand holds a node whose type is not the one the dense/sparse rule gives (not canonical)");
     if (done.flags & flag_scratch_too_small)
       throw Error("add: wide sub-trees hold more entries than the operands' nnz (corrupt operand?)");
     if (done.flags & flag_pool_too_small) {
-      if (attempt > 0) throw Error("add: the output pool size changed between two traversals (internal error)");
-      capacity = done.alloc;
+      capacity = round_up(2 * capacity, node_alignment);
       continue;
     }
     const PoolHeader h = header_of(done.root);

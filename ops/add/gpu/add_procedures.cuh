@@ -6,13 +6,11 @@
 // writes it, and enqueues the pairs of children with the address of the slot
 // their new reference goes to (as the rebuilding copy does).
 //
-//  AddNode:  a pair of ordinary nodes. Transposed sparse nodes are first
-//            re-sorted into logical order (a stable counting pass by column)
-//            into a shadow buffer at the node's own offset. The output is
-//            dense exactly when choose_node says so; with canonical operands
-//            a dense operand node always gives a dense output node (sparse
-//            node bytes never shrink as entries are added), which is what
-//            lets the sparse-output path assume two sorted lists.
+//  AddNode:  a pair of ordinary nodes, merged through occupancy bitmaps of
+//            the node's cells: an entry's output place is its rank in the
+//            union, so neither operand is sorted or searched (transposed
+//            operands included) and the node type follows from the union's
+//            count by the dense/sparse rule.
 //  AddWide:  a pair of level depth-2 sub-trees in a pool with wide (COOW)
 //            nodes. Both are gathered into scratch as (key, value) in the
 //            standard tree order (block row, block column, row, column),
@@ -23,9 +21,8 @@
 // Results are bit-identical to add_reference: products and the sum are
 // rounded separately (no fused multiply-add), as the host computes them.
 //
-// If the output pool is too small, nodes past its end are still sized and
-// allocated (so the allocator ends at the exact size needed) but not written;
-// the host then runs again with that size.
+// A node that does not fit in the output pool raises a flag and is dropped
+// with its sub-tree; the host then runs again with a larger pool.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -42,7 +39,7 @@ struct AddItem {
   NodeRef a, b;  // the operands' nodes at this position; null where absent (never both)
   std::uint32_t level;
   std::uint32_t unused;
-  NodeRef* slot;  // where the new node's reference goes; null while only counting bytes
+  NodeRef* slot;  // where the new node's reference goes
 };
 static_assert(sizeof(AddItem) == 24);
 
@@ -50,7 +47,6 @@ static_assert(sizeof(AddItem) == 24);
 template <class V>
 struct Operand {
   const std::byte* pool;
-  std::byte* sorted;  // transposed operands: a pool-sized shadow for re-sorted sparse nodes
   bool transposed;
   V k;  // alpha·scale(A) or beta·scale(B)
 };
@@ -62,8 +58,7 @@ struct WideEntry {
 };
 
 inline constexpr unsigned flag_pool_too_small = 1u;
-inline constexpr unsigned flag_not_canonical = 2u;
-inline constexpr unsigned flag_scratch_too_small = 4u;
+inline constexpr unsigned flag_scratch_too_small = 2u;
 
 template <class V>
 struct AddState {
@@ -133,158 +128,50 @@ __device__ inline unsigned long long allocate(unsigned long long* counter, std::
   return __shfl_sync(full_warp, at, 0);
 }
 
-// ---- one side of a node pair ---------------------------------------------------
-
-// A node of one operand seen in logical orientation. Sparse: coordinates
-// sorted row-major (re-sorted first if the operand is transposed). Dense: the
-// cells as stored, with `transposed` telling how to read them.
-template <class E>
-struct Side {
-  std::uint32_t count = 0;
-  bool dense = false;
-  bool transposed = false;
-  const LocalCoord* coords = nullptr;
-  const E* values = nullptr;  // sparse values, or dense cells
-  const std::uint8_t* mask = nullptr;  // dense leaf
-};
-
-template <class E, class V>
-__device__ Side<E> open_side(const Operand<V>& op, NodeRef ref, std::uint32_t b, bool leaf, std::uint32_t lane,
-                             std::uint32_t* shared) {
-  Side<E> s;
-  if (ref == null_ref) return s;
-  const std::uint32_t d = 1u << b;
-  if (ref_type(ref) == NodeType::dense) {
-    s.dense = true;
-    s.transposed = op.transposed;
-    s.values = dense_values<E>(op.pool, ref, b, leaf);
-    std::uint32_t n = 0;
-    if (leaf) {
-      s.mask = dense_mask(op.pool, ref);
-      // Bits past d*d are zero (validated), so whole words can be counted.
-      const auto* words = reinterpret_cast<const unsigned*>(s.mask);
-      for (std::uint32_t w = lane; w < dense_mask_bytes(b) / 4; w += 32) n += __popc(words[w]);
-    } else {
-      const auto* refs = reinterpret_cast<const NodeRef*>(s.values);
-      for (std::uint32_t cell = lane; cell < d * d; cell += 32) n += refs[cell] != null_ref;
-    }
-    s.count = __reduce_add_sync(full_warp, n);
-    return s;
-  }
-  const CooView<E> v = coo_view<E>(op.pool, ref);
-  s.count = v.count;
-  if (!op.transposed) {
-    s.coords = v.coords;
-    s.values = v.values;
-    return s;
-  }
-  // Stored row-major, so a stable pass by column leaves (col, row) order:
-  // the logical row-major order of the transposed node.
-  const CooLayout l = coo_layout(ref_type(ref), v.count, sizeof(E));
-  std::byte* node = op.sorted + ref_offset(ref);
-  auto* tc = reinterpret_cast<LocalCoord*>(node + l.coord_offset);
-  E* tv = reinterpret_cast<E*>(node + l.value_offset);
-  counting_pass(v.count, d, lane, shared, [&](std::uint32_t i) { return static_cast<std::uint32_t>(v.coords[i].col); },
-                [&](std::uint32_t i, std::uint32_t p) {
-                  tc[p] = LocalCoord{v.coords[i].col, v.coords[i].row};
-                  tv[p] = v.values[i];
-                });
-  __syncwarp();
-  s.coords = tc;
-  s.values = tv;
-  return s;
-}
-
-__device__ inline bool same(LocalCoord x, LocalCoord y) { return x.row == y.row && x.col == y.col; }
-
-// Entries of a sparse side before `lc`.
-template <class E>
-__device__ inline std::uint32_t lower_bound(const Side<E>& s, LocalCoord lc) {
-  std::uint32_t lo = 0, hi = s.count;
-  while (lo < hi) {
-    const std::uint32_t mid = (lo + hi) / 2;
-    if (coord_less(s.coords[mid], lc)) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
-template <class E>
-__device__ inline bool find(const Side<E>& s, std::uint32_t b, LocalCoord lc, E& out) {
-  if (s.count == 0) return false;
-  if (s.dense) {
-    const std::uint32_t cell = s.transposed ? (std::uint32_t{lc.col} << b) | lc.row : (std::uint32_t{lc.row} << b) | lc.col;
-    if constexpr (std::is_same_v<E, NodeRef>) {
-      if (s.values[cell] == null_ref) return false;
-    } else {
-      if (!mask_bit(s.mask, cell)) return false;
-    }
-    out = s.values[cell];
-    return true;
-  }
-  const std::uint32_t p = lower_bound(s, lc);
-  if (p < s.count && same(s.coords[p], lc)) {
-    out = s.values[p];
-    return true;
-  }
-  return false;
-}
-
-// f(logical coordinate, value) for every entry of a side, lanes in parallel.
-template <class E, class F>
-__device__ inline void for_each_present(const Side<E>& s, std::uint32_t b, std::uint32_t lane, F&& f) {
-  if (!s.dense) {
-    for (std::uint32_t i = lane; i < s.count; i += 32) f(s.coords[i], s.values[i]);
-    return;
-  }
-  if (s.count == 0) return;
-  const std::uint32_t d = 1u << b;
-  for (std::uint32_t cell = lane; cell < d * d; cell += 32) {
-    bool present;
-    if constexpr (std::is_same_v<E, NodeRef>) present = s.values[cell] != null_ref;
-    else present = mask_bit(s.mask, cell);
-    if (!present) continue;
-    const auto r = static_cast<std::uint8_t>(cell >> b), c = static_cast<std::uint8_t>(cell & (d - 1));
-    f(s.transposed ? LocalCoord{c, r} : LocalCoord{r, c}, s.values[cell]);
-  }
-}
-
-// Walks a sorted sparse side against the other sorted sparse side in warp
-// steps (every lane runs every step): f(i, coordinate, value, lower bound in
-// the other side, whether the other side has the coordinate, how many of
-// this side's entries before i it has).
-template <class E, class F>
-__device__ inline void for_each_ranked(const Side<E>& self, const Side<E>& other, std::uint32_t lane, F&& f) {
-  std::uint32_t carry = 0;
-  for (std::uint32_t base = 0; base < self.count; base += 32) {
-    const std::uint32_t i = base + lane;
-    const bool active = i < self.count;
-    LocalCoord lc{};
-    E v{};
-    std::uint32_t lb = 0;
-    bool hit = false;
-    if (active) {
-      lc = self.coords[i];
-      v = self.values[i];
-      lb = lower_bound(other, lc);
-      hit = lb < other.count && same(other.coords[lb], lc);
-    }
-    const unsigned hits = __ballot_sync(full_warp, hit);
-    if (active) f(i, lc, v, lb, hit, carry + __popc(hits & lanes_below(lane)));
-    carry += __popc(hits);
-  }
-}
-
 // ---- AddNode ------------------------------------------------------------------
 
 template <class V>
 struct AddWide;
 
-template <class V>
+// A node in logical orientation: f(logical coordinate, value) for every
+// entry, lanes in parallel, any order.
+template <class E, class F>
+__device__ inline void for_each_entry_logical(const std::byte* pool, NodeRef ref, std::uint32_t b, bool leaf,
+                                              bool transposed, std::uint32_t lane, F&& f) {
+  if (ref == null_ref) return;
+  auto logical = [&](LocalCoord lc) { return transposed ? LocalCoord{lc.col, lc.row} : lc; };
+  if (ref_type(ref) != NodeType::dense) {
+    const CooView<E> v = coo_view<E>(pool, ref);
+    for (std::uint32_t i = lane; i < v.count; i += 32) f(logical(v.coords[i]), v.values[i]);
+    return;
+  }
+  const std::uint32_t d = 1u << b;
+  const E* cells = dense_values<E>(pool, ref, b, leaf);
+  const std::uint8_t* mask = leaf ? dense_mask(pool, ref) : nullptr;
+  for (std::uint32_t cell = lane; cell < d * d; cell += 32) {
+    bool present;
+    if constexpr (std::is_same_v<E, NodeRef>) present = cells[cell] != null_ref;
+    else present = mask_bit(mask, cell);
+    if (present)
+      f(logical(LocalCoord{static_cast<std::uint8_t>(cell >> b), static_cast<std::uint8_t>(cell & (d - 1))}), cells[cell]);
+  }
+}
+
+// A pair of ordinary nodes. Both operands' entries are marked in occupancy
+// bitmaps of the d x d cells (logical orientation, in shared memory), so
+// that an entry's place in the output is its rank in the union bitmap: a
+// prefix count per word plus a popcount. No operand needs sorting, the
+// transposed ones included, and no entry searches the other operand.
+// Log2Cap: the largest node size the bitmaps hold (2^Log2Cap).
+template <class V, std::uint32_t Log2Cap>
 struct AddNode {
+  static_assert(Log2Cap >= 5 && Log2Cap <= 8, "node sizes run from 2 to 256; the bitmaps need at least 32 words");
+  static constexpr std::uint32_t words = (1u << (2 * Log2Cap)) / 32;
   using payload_type = AddItem;
   static constexpr std::uint32_t threads_per_item = 32;
-  static constexpr std::uint32_t shared_bytes = 256 * sizeof(std::uint32_t);  // counting-sort digits (d <= 256)
+  // Occupancy of A, of B, and the union's prefix count per word (below
+  // 2^16 even for d = 256: at most 32 bits in each earlier word).
+  static constexpr std::uint32_t shared_bytes = 2 * words * sizeof(std::uint32_t) + words * sizeof(std::uint16_t);
   static constexpr const char* name = "add-node";
 
   template <class Context>
@@ -300,86 +187,183 @@ struct AddNode {
     else ctx.template enqueue<AddNode>(child);
   }
 
+  // Entries of a sparse node, 0 for none; dense nodes count as many.
+  __device__ static std::uint32_t sparse_count(const std::byte* pool, NodeRef ref) {
+    if (ref == null_ref) return 0;
+    if (ref_type(ref) == NodeType::dense) return 0xFFFFu;
+    return *reinterpret_cast<const std::uint32_t*>(pool + ref_offset(ref));
+  }
+
   template <class E, class Context>
   __device__ static void process(const AddItem& it, std::uint32_t lane, const Context& ctx, const AddState<V>& st,
                                  bool leaf) {
-    const std::uint32_t b = st.log2d;
-    auto* shared = static_cast<std::uint32_t*>(ctx.shared());
-    const Side<E> sa = open_side<E>(st.a, it.a, b, leaf, lane, shared);
-    const Side<E> sb = open_side<E>(st.b, it.b, b, leaf, lane, shared);
-
-    std::uint32_t matches = 0;
-    if (sa.count != 0 && sb.count != 0) {
-      for_each_present(sa, b, lane, [&](LocalCoord lc, E) {
-        E unused;
-        matches += find(sb, b, lc, unused) ? 1u : 0u;
-      });
-      matches = __reduce_add_sync(full_warp, matches);
-    }
-    const std::uint32_t n = sa.count + sb.count - matches;
-    const NodeChoice choice = choose_node(n, b, leaf, sizeof(E));
-    const bool dense_out = choice.type == NodeType::dense;
-    if (!dense_out && (sa.dense || sb.dense)) {
-      if (lane == 0) atomicOr(st.flags, flag_not_canonical);
+    // Most pairs of a scattered matrix hold a few entries: one per lane,
+    // merged in registers, costs less than clearing and scanning bitmaps.
+    if (sparse_count(st.a.pool, it.a) + sparse_count(st.b.pool, it.b) <= 32) {
+      process_small<E>(it, lane, ctx, st, leaf);
       return;
     }
-    const unsigned long long offset = allocate(st.alloc, choice.bytes, lane);
-    const bool write = it.slot != nullptr && offset + choice.bytes <= st.capacity;
-    if (it.slot != nullptr && !write && lane == 0) atomicOr(st.flags, flag_pool_too_small);
-    std::byte* dst = write ? st.dst + offset : nullptr;
-    if (write) zero_node(dst, choice.bytes, lane);
-    if (write && leaf && lane == 0) atomicAdd(st.nnz, static_cast<unsigned long long>(n));
-
-    E* out_values = nullptr;
-    LocalCoord* out_coords = nullptr;
-    if (write) {
-      if (dense_out) {
-        out_values = reinterpret_cast<E*>(dst + (leaf ? dense_mask_bytes(b) : 0u));
-      } else {
-        const CooLayout l = coo_layout(choice.type, n, sizeof(E));
-        out_coords = reinterpret_cast<LocalCoord*>(dst + l.coord_offset);
-        out_values = reinterpret_cast<E*>(dst + l.value_offset);
-      }
+    const std::uint32_t b = st.log2d, d = 1u << b;
+    const std::uint32_t w_used = (d * d + 31) / 32;
+    auto* in_a = static_cast<std::uint32_t*>(ctx.shared());
+    std::uint32_t* in_b = in_a + words;
+    auto* prefix = reinterpret_cast<std::uint16_t*>(in_b + words);
+    for (std::uint32_t w = lane; w < w_used; w += 32) in_a[w] = in_b[w] = 0;
+    __syncwarp();
+    auto cell_of = [&](LocalCoord lc) { return (std::uint32_t{lc.row} << b) | lc.col; };
+    auto mark = [&](std::uint32_t* bits) {
+      return [=](LocalCoord lc, E) {
+        const std::uint32_t c = (std::uint32_t{lc.row} << b) | lc.col;
+        atomicOr(bits + (c >> 5), 1u << (c & 31u));
+      };
+    };
+    for_each_entry_logical<E>(st.a.pool, it.a, b, leaf, st.a.transposed, lane, mark(in_a));
+    for_each_entry_logical<E>(st.b.pool, it.b, b, leaf, st.b.transposed, lane, mark(in_b));
+    __syncwarp();
+    // Union prefix counts: each lane sums a run of consecutive words.
+    const std::uint32_t per_lane = (w_used + 31) / 32, w0 = lane * per_lane;
+    std::uint32_t mine = 0;
+    for (std::uint32_t w = w0; w < w0 + per_lane && w < w_used; ++w) mine += __popc(in_a[w] | in_b[w]);
+    const std::uint32_t incl = warp_inclusive_sum(mine, lane);
+    const std::uint32_t n = __shfl_sync(full_warp, incl, 31);
+    std::uint32_t run = incl - mine;
+    for (std::uint32_t w = w0; w < w0 + per_lane && w < w_used; ++w) {
+      prefix[w] = static_cast<std::uint16_t>(run);
+      run += __popc(in_a[w] | in_b[w]);
     }
-    // One output entry at position p (sparse) or at its cell (dense).
-    auto emit = [&](LocalCoord lc, std::uint32_t p, bool has_a, E va, bool has_b, E vb) {
-      const std::uint32_t at = dense_out ? (std::uint32_t{lc.row} << b) | lc.col : p;
-      if (write && !dense_out) out_coords[p] = lc;
+    __syncwarp();
+
+    const NodeChoice choice = choose_node(n, b, leaf, sizeof(E));
+    const bool dense_out = choice.type == NodeType::dense;
+    const unsigned long long offset = allocate(st.alloc, choice.bytes, lane);
+    if (offset + choice.bytes > st.capacity) {
+      if (lane == 0) atomicOr(st.flags, flag_pool_too_small);
+      return;  // the host runs again with a larger pool
+    }
+    std::byte* dst = st.dst + offset;
+    zero_node(dst, choice.bytes, lane);
+    if (leaf && lane == 0) atomicAdd(st.nnz, static_cast<unsigned long long>(n));
+    E* out_values;
+    LocalCoord* out_coords = nullptr;
+    if (dense_out) {
+      out_values = reinterpret_cast<E*>(dst + (leaf ? dense_mask_bytes(b) : 0u));
+      if (leaf) {
+        auto* mask = reinterpret_cast<std::uint32_t*>(dst);
+        for (std::uint32_t w = lane; w < w_used; w += 32) mask[w] = in_a[w] | in_b[w];
+      }
+    } else {
+      const CooLayout l = coo_layout(choice.type, n, sizeof(E));
+      out_coords = reinterpret_cast<LocalCoord*>(dst + l.coord_offset);
+      out_values = reinterpret_cast<E*>(dst + l.value_offset);
+      if (lane == 0) *reinterpret_cast<std::uint32_t*>(dst) = n;
+    }
+    auto bit = [](const std::uint32_t* bits, std::uint32_t c) { return (bits[c >> 5] >> (c & 31u)) & 1u; };
+    auto place = [&](std::uint32_t c) -> std::uint32_t {
+      if (dense_out) return c;
+      const std::uint32_t w = c >> 5;
+      return prefix[w] + __popc((in_a[w] | in_b[w]) & ((1u << (c & 31u)) - 1u));
+    };
+    auto child = [&](NodeRef ra, NodeRef rb, std::uint32_t p) {
+      enqueue_child(ctx, st, AddItem{ra, rb, it.level + 1, 0, reinterpret_cast<NodeRef*>(out_values + p)});
+    };
+    // A's entries. Where B has the cell too, the B entry completes it next:
+    // a leaf value is summed there (the same two roundings as the host), an
+    // inner node parks A's child reference in the output slot for it.
+    for_each_entry_logical<E>(st.a.pool, it.a, b, leaf, st.a.transposed, lane, [&](LocalCoord lc, E va) {
+      const std::uint32_t c = cell_of(lc), p = place(c);
+      const bool both = bit(in_b, c);
+      if (!dense_out) out_coords[p] = lc;
+      if constexpr (std::is_same_v<E, NodeRef>) {
+        if (both) out_values[p] = va;
+        else child(va, null_ref, p);
+      } else {
+        const V x = mul_rn(st.a.k, va);
+        out_values[p] = both ? x : add_rn(x, V(0));
+      }
+    });
+    __syncwarp();
+    for_each_entry_logical<E>(st.b.pool, it.b, b, leaf, st.b.transposed, lane, [&](LocalCoord lc, E vb) {
+      const std::uint32_t c = cell_of(lc), p = place(c);
+      const bool both = bit(in_a, c);
+      if (!dense_out && !both) out_coords[p] = lc;
+      if constexpr (std::is_same_v<E, NodeRef>) {
+        child(both ? out_values[p] : null_ref, vb, p);
+      } else {
+        out_values[p] = add_rn(both ? out_values[p] : V(0), mul_rn(st.b.k, vb));
+      }
+    });
+    if (lane == 0) *it.slot = make_ref(offset, choice.type);
+  }
+
+  // Both nodes sparse with at most 32 entries together: lane i < na holds
+  // A's entry i, the next nb lanes B's. Equal cells find each other with
+  // __match_any_sync; an entry's place is the number of distinct cells below
+  // its own.
+  template <class E, class Context>
+  __device__ static void process_small(const AddItem& it, std::uint32_t lane, const Context& ctx,
+                                       const AddState<V>& st, bool leaf) {
+    const std::uint32_t b = st.log2d;
+    const std::uint32_t na = sparse_count(st.a.pool, it.a), nb = sparse_count(st.b.pool, it.b);
+    const bool is_a = lane < na, is_b = !is_a && lane < na + nb;
+    LocalCoord lc{};
+    E v{};
+    if (is_a || is_b) {
+      const Operand<V>& op = is_a ? st.a : st.b;
+      const CooView<E> view = coo_view<E>(op.pool, is_a ? it.a : it.b);
+      const std::uint32_t i = is_a ? lane : lane - na;
+      lc = op.transposed ? LocalCoord{view.coords[i].col, view.coords[i].row} : view.coords[i];
+      v = view.values[i];
+    }
+    const std::uint32_t cell = (std::uint32_t{lc.row} << b) | lc.col;
+    const std::uint32_t key = is_a || is_b ? cell : 0x10000u + lane;  // idle lanes match nobody
+    const unsigned peers = __match_any_sync(full_warp, key);
+    const unsigned a_lanes = (na >= 32 ? full_warp : (1u << na) - 1u);
+    const bool both = (is_a && (peers & ~a_lanes) != 0) || (is_b && (peers & a_lanes) != 0);
+    // A B entry that A also has is written by that A entry.
+    const bool writes = is_a || (is_b && !both);
+    const unsigned writers = __ballot_sync(full_warp, writes);
+    const std::uint32_t n = __popc(writers);
+    std::uint32_t rank = 0;
+    for (std::uint32_t j = 0; j < 32; ++j) {
+      const std::uint32_t kj = __shfl_sync(full_warp, key, j);
+      rank += ((writers >> j) & 1u) && kj < key;
+    }
+    // The partner's value (B's, for an A entry that has one).
+    const unsigned partner_lane = both && is_a ? 31u - __clz(peers & ~a_lanes) : lane;
+    const E other = __shfl_sync(full_warp, v, partner_lane);
+
+    const NodeChoice choice = choose_node(n, b, leaf, sizeof(E));
+    const bool dense_out = choice.type == NodeType::dense;
+    const unsigned long long offset = allocate(st.alloc, choice.bytes, lane);
+    if (offset + choice.bytes > st.capacity) {
+      if (lane == 0) atomicOr(st.flags, flag_pool_too_small);
+      return;
+    }
+    std::byte* dst = st.dst + offset;
+    zero_node(dst, choice.bytes, lane);
+    if (leaf && lane == 0) atomicAdd(st.nnz, static_cast<unsigned long long>(n));
+    E* out_values;
+    if (dense_out) {
+      out_values = reinterpret_cast<E*>(dst + (leaf ? dense_mask_bytes(b) : 0u));
+    } else {
+      const CooLayout l = coo_layout(choice.type, n, sizeof(E));
+      out_values = reinterpret_cast<E*>(dst + l.value_offset);
+      if (writes) reinterpret_cast<LocalCoord*>(dst + l.coord_offset)[rank] = lc;
+      if (lane == 0) *reinterpret_cast<std::uint32_t*>(dst) = n;
+    }
+    if (writes) {
+      const std::uint32_t p = dense_out ? cell : rank;
       if constexpr (std::is_same_v<E, NodeRef>) {
         enqueue_child(ctx, st,
-                      AddItem{has_a ? va : null_ref, has_b ? vb : null_ref, it.level + 1, 0, write ? out_values + at : nullptr});
+                      AddItem{is_a ? v : null_ref, is_a ? (both ? other : null_ref) : v, it.level + 1, 0,
+                              reinterpret_cast<NodeRef*>(out_values + p)});
       } else {
-        if (!write) return;
-        out_values[at] = combine(st.a, has_a, va, st.b, has_b, vb);
-        if (dense_out) set_mask_bit(dst, at);
+        out_values[p] = is_a ? add_rn(mul_rn(st.a.k, v), both ? mul_rn(st.b.k, other) : V(0))
+                             : add_rn(V(0), mul_rn(st.b.k, v));
+        if (dense_out && leaf) set_mask_bit(dst, cell);
       }
-    };
-
-    if (dense_out) {
-      for_each_present(sa, b, lane, [&](LocalCoord lc, E va) {
-        E vb{};
-        const bool hb = find(sb, b, lc, vb);
-        emit(lc, 0, true, va, hb, vb);
-      });
-      for_each_present(sb, b, lane, [&](LocalCoord lc, E vb) {
-        E va{};
-        if (!find(sa, b, lc, va)) emit(lc, 0, false, va, true, vb);
-      });
-    } else {
-      // Union rank of an A entry: entries of A before it, plus entries of B
-      // before it, less the common ones before it (the matched A entries).
-      // A B entry that A also has was written with that A entry.
-      for_each_ranked(sa, sb, lane,
-                      [&](std::uint32_t i, LocalCoord lc, E va, std::uint32_t lb, bool hit, std::uint32_t common_before) {
-                        emit(lc, i + lb - common_before, true, va, hit, hit ? sb.values[lb] : E{});
-                      });
-      for_each_ranked(sb, sa, lane,
-                      [&](std::uint32_t j, LocalCoord lc, E vb, std::uint32_t lb, bool hit, std::uint32_t common_before) {
-                        if (!hit) emit(lc, j - common_before + lb, false, E{}, true, vb);
-                      });
-      if (write && lane == 0) *reinterpret_cast<std::uint32_t*>(dst) = n;
     }
-    if (write && lane == 0) *it.slot = make_ref(offset, choice.type);
+    if (lane == 0) *it.slot = make_ref(offset, choice.type);
   }
 };
 
@@ -623,9 +607,10 @@ struct AddWide {
     const std::uint64_t bytes = as_coow ? coow : standard;
 
     const unsigned long long offset = allocate(st.alloc, bytes, lane);
-    const bool write = it.slot != nullptr && offset + bytes <= st.capacity;
-    if (it.slot != nullptr && !write && lane == 0) atomicOr(st.flags, flag_pool_too_small);
-    if (!write) return;
+    if (offset + bytes > st.capacity) {
+      if (lane == 0) atomicOr(st.flags, flag_pool_too_small);
+      return;
+    }
     std::byte* dst = st.dst + offset;
     zero_node(dst, bytes, lane);
     if (lane == 0) atomicAdd(st.nnz, static_cast<unsigned long long>(m));

@@ -26,15 +26,26 @@ inline void check(cudaError_t e, const char* what, std::source_location where = 
 [[nodiscard]] DeviceLimits query_device_limits();
 
 // Where an OwnedBuffer's bytes live: a tag with the allocation calls
-// (defined in src/device.cpp).
+// (defined in src/device.cpp). Blocks up to 4 MiB are rounded up to a power
+// of two and, when released, kept in a process-wide cache (at most 64 MiB
+// per kind, device memory per device) for the next allocation of that size:
+// cudaMallocHost and cudaFreeHost cost about 0.2 ms each, so a Runtime made
+// per call (as the ops make theirs) would otherwise spend over a millisecond
+// setting up its few small buffers. Release happens only when the memory's
+// last use is complete (the runtime's own buffers: after run() returns).
 struct DeviceMemory {  // cudaMalloc
     static void* allocate(std::size_t bytes);
-    static void release(void* p) noexcept;
+    static void release(void* p, std::size_t bytes) noexcept;
 };
 struct PinnedMemory {  // cudaMallocHost: asynchronous copies from and to it are truly asynchronous
     static void* allocate(std::size_t bytes);
-    static void release(void* p) noexcept;
+    static void release(void* p, std::size_t bytes) noexcept;
 };
+
+// Frees every cached block. Call it before cudaDeviceReset (which would
+// leave the cache holding pointers into a destroyed context); harmless at
+// any other time.
+void release_cached_memory() noexcept;
 
 // An owning allocation of `Memory`. Move-only.
 template <class Memory>
@@ -42,11 +53,11 @@ class OwnedBuffer {
 public:
     OwnedBuffer() = default;
     explicit OwnedBuffer(std::size_t bytes) : ptr_(bytes != 0 ? Memory::allocate(bytes) : nullptr), bytes_(bytes) {}
-    ~OwnedBuffer() { Memory::release(ptr_); }
+    ~OwnedBuffer() { Memory::release(ptr_, bytes_); }
     OwnedBuffer(OwnedBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
     OwnedBuffer& operator=(OwnedBuffer&& o) noexcept {
         if (this != &o) {
-            Memory::release(ptr_);
+            Memory::release(ptr_, bytes_);
             ptr_ = std::exchange(o.ptr_, nullptr);
             bytes_ = std::exchange(o.bytes_, 0);
         }

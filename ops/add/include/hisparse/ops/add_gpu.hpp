@@ -4,9 +4,10 @@
 // add_reference, bit for bit (structure, node types, values): a dual
 // top-down traversal through the runtime, every output node allocated from
 // one pool by an atomic bump allocator (seed 004 section 6). The pool is
-// sized by a bound (the operands' pools together); should that be too small
-// (possible only with wide nodes) the traversal is repeated at the exact size
-// the first one counted. The result's pool is then cut to its exact size.
+// sized by a bound (the operands' pools together, half as much again with
+// wide nodes); should that be short, which only a merge of wide sub-trees
+// could make it, the traversal is repeated with twice the room. The result's
+// pool is then cut to its exact size.
 #include <cuda_runtime.h>
 
 #include "hisparse/formats/device_matrix.hpp"
