@@ -230,8 +230,16 @@ std::vector<BenchRecord> bench_add(const Matrix<V>& ha, const Matrix<V>& hb, con
     };
     // Bytes: both operands and the result, each implementation its own.
     const DeviceMatrix<V> c = ops::add(a, b, alpha, beta);
-    measure("hisparse", a.pool_bytes() + b.pool_bytes() + c.pool_bytes(), csr_difference(to_csr(c.download()), want),
-            [&] { (void)ops::add(a, b, alpha, beta); });
+    const std::uint64_t own_bytes = a.pool_bytes() + b.pool_bytes() + c.pool_bytes();
+    measure("hisparse", own_bytes, csr_difference(to_csr(c.download()), want), [&] { (void)ops::add(a, b, alpha, beta); });
+    if (o.controllers)
+      for (runtime::Controller ctl : runtime::all_controllers) {
+        if (!ops::gpu_controller_available(ctl)) continue;
+        const std::string impl = "hisparse-" + std::string(runtime::to_string(ctl));
+        const ops::AddOptions ao{ctl};
+        measure(impl.c_str(), own_bytes, csr_difference(to_csr(ops::add(a, b, alpha, beta, ao).download()), want),
+                [&] { (void)ops::add(a, b, alpha, beta, ao); });
+      }
     const std::uint64_t csr_bytes = ca.bytes() + cb.bytes() + (want.rows + 1) * 4 + want.nnz() * (4 + sizeof(V));
     if (!t) {
       measure("cusparse-csrgeam2", csr_bytes, 0.0, [&] { (void)csrgeam2(handle.get(), ca, cb, alpha, beta); });

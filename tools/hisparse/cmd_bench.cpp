@@ -287,7 +287,7 @@ void add_bench_command(CLI::App& app) {
   sub->add_flag("--conversion", c->conversion, "also time COO -> HiSparse and COO -> CSR conversion on the host");
   sub->add_flag("--host-only", c->host_only, "only the host conversion timings (no GPU needed; implies --conversion)");
   sub->add_flag("--wide-nodes", c->wide, "build HiSparse matrices with COOW nodes for scattered entries");
-  sub->add_flag("--controllers", c->opt.controllers, "also time SpMV (one runtime traversal per call) and the rebuilding copy under each controller");
+  sub->add_flag("--controllers", c->opt.controllers, "also time SpMV (one runtime traversal per call), the rebuilding copy and the add under each controller");
   sub->add_option("--json", c->json, "write every record as JSON");
   sub->add_option("--csv", c->csv, "write every record as CSV");
   sub->add_option("--markdown", c->markdown, "write the summary table as Markdown");

@@ -11,11 +11,13 @@ namespace {
 
 using namespace add_gpu;
 
-// Node sizes up to 128 (the default) share one setup, with 5 KiB of bitmaps
-// a warp; 256 needs four times as much, so its blocks are two warps (blocks
-// stay within the default 48 KiB of dynamic shared memory).
+// Blocks of one warp: items differ widely in cost (a one-entry leaf beside a
+// dense one), and warps of a larger block would wait at its barriers for
+// the slowest item of each batch (56% of all stall cycles with 4-warp
+// blocks, by Nsight Compute). Node sizes up to 128 (the default) take 5 KiB
+// of bitmaps a warp; 256 takes 20 KiB.
 template <class V, std::uint32_t Log2Cap>
-using AddSetup = runtime::QueueSetup<Log2Cap == 8 ? 64 : 128, runtime::ProcedureQueues<AddNode<V, Log2Cap>>,
+using AddSetup = runtime::QueueSetup<32, runtime::ProcedureQueues<AddNode<V, Log2Cap>>,
                                      runtime::ProcedureQueues<AddWide<V>>>;
 
 struct Counters {
@@ -85,8 +87,11 @@ DeviceMatrix<V> add(const DeviceMatrix<V>& a, const DeviceMatrix<V>& b, V alpha,
                          &ct->scratch_alloc, scratch_entries, log2d, shape.depth, wide};
     runtime::RuntimeConfig cfg;
     cfg.controller = options.controller;
-    cfg.default_capacity = static_cast<std::uint32_t>(std::min<std::uint64_t>(
+    // Items in flight never outnumber the operands' nodes (16 bytes at least
+    // each); the wide-sub-tree queue stays small in a pool without them.
+    const auto slots = static_cast<std::uint32_t>(std::min<std::uint64_t>(
         std::max<std::uint64_t>(1024, (a.pool_bytes() + b.pool_bytes()) / 16), 1u << 30));
+    cfg.capacities = {slots, wide ? slots : 1024u};
     const AddItem root{ra, rb, 0, 0, &ct->root};
     if (log2d <= 7) run<AddSetup<V, 7>>(cfg, st, root, stream);
     else run<AddSetup<V, 8>>(cfg, st, root, stream);

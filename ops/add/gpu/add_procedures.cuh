@@ -128,6 +128,25 @@ __device__ inline unsigned long long allocate(unsigned long long* counter, std::
   return __shfl_sync(full_warp, at, 0);
 }
 
+// Adds every active lane's n to the counter with one atomic; returns the
+// counter's value before this lane's share. The lanes that call it together
+// (as __activemask sees them) take consecutive shares in lane order.
+__device__ inline unsigned long long allocate_among_active(unsigned long long* counter, unsigned long long n) {
+  const unsigned active = __activemask();
+  const std::uint32_t lane = threadIdx.x & 31u;
+  unsigned long long below = 0, total = 0;
+  for (unsigned m = active; m != 0; m &= m - 1) {
+    const int j = __ffs(m) - 1;
+    const unsigned long long v = __shfl_sync(active, n, j);
+    total += v;
+    if (static_cast<std::uint32_t>(j) < lane) below += v;
+  }
+  const int leader = __ffs(active) - 1;
+  unsigned long long base = 0;
+  if (static_cast<int>(lane) == leader && total != 0) base = atomicAdd(counter, total);
+  return __shfl_sync(active, base, leader) + below;
+}
+
 // ---- AddNode ------------------------------------------------------------------
 
 template <class V>
@@ -181,11 +200,101 @@ struct AddNode {
     else process<NodeRef>(it, lane, ctx, st, false);
   }
 
+  // Leaf pairs of a scattered matrix are many and tiny (R-MAT: 32 M pairs of
+  // one or two entries). Queued one per warp, each paid a dequeue, a warp's
+  // worth of setup and one atomic add on the pool's single allocation counter
+  // (which serialised whole runs). So the parent merges and writes leaf pairs
+  // of at most 8 entries itself, one lane each, and allocates for all its
+  // lanes that do so at once with one atomic.
   template <class Context>
   __device__ static void enqueue_child(const Context& ctx, const AddState<V>& st, AddItem child) {
-    if (st.wide && child.level + 2 == st.depth) ctx.template enqueue<AddWide<V>>(child);
-    else ctx.template enqueue<AddNode>(child);
+    if (st.wide && child.level + 2 == st.depth) {
+      ctx.template enqueue<AddWide<V>>(child);
+      return;
+    }
+    if (child.level + 1 == st.depth) {
+      SmallLeaf leaf;
+      const bool small = leaf.gather(st, child.a, child.b);
+      const NodeChoice choice =
+          small ? choose_node(leaf.n, st.log2d, true, sizeof(V)) : NodeChoice{NodeType::dense, 0};
+      const unsigned long long at = allocate_among_active(st.alloc, choice.bytes);
+      (void)allocate_among_active(st.nnz, small ? leaf.n : 0u);
+      if (small) {
+        if (at + choice.bytes > st.capacity) atomicOr(st.flags, flag_pool_too_small);
+        else leaf.write(st, at, choice, child.slot);
+        return;
+      }
+    }
+    ctx.template enqueue<AddNode>(child);
   }
+
+  // A leaf pair of at most 8 entries, merged by one lane: the union sorted
+  // row-major with its combined values.
+  struct SmallLeaf {
+    static constexpr std::uint32_t max_entries = 8;
+    std::uint32_t n = 0;
+    LocalCoord coords[max_entries];
+    V values[max_entries];
+    bool a_only[max_entries];  // an A entry without a B partner (yet)
+
+    __device__ bool gather(const AddState<V>& st, NodeRef ra, NodeRef rb) {
+      const std::uint32_t na = sparse_count(st.a.pool, ra), nb = sparse_count(st.b.pool, rb);
+      if (na + nb > max_entries) return false;
+      insert_all(st.a, ra, na, true);
+      insert_all(st.b, rb, nb, false);
+      return true;
+    }
+    // Inserts a side's entries keeping (coordinate order, no duplicates); A
+    // first, so a B entry meeting an A entry completes its sum.
+    __device__ void insert_all(const Operand<V>& op, NodeRef ref, std::uint32_t count, bool is_a) {
+      if (count == 0) return;
+      const CooView<V> v = coo_view<V>(op.pool, ref);
+      for (std::uint32_t i = 0; i < count; ++i) {
+        const LocalCoord lc = op.transposed ? LocalCoord{v.coords[i].col, v.coords[i].row} : v.coords[i];
+        const V x = mul_rn(op.k, v.values[i]);
+        std::uint32_t p = 0;
+        while (p < n && coord_less(coords[p], lc)) ++p;
+        if (!is_a && p < n && coords[p].row == lc.row && coords[p].col == lc.col) {
+          values[p] = add_rn(values[p], x);
+          a_only[p] = false;
+          continue;
+        }
+        for (std::uint32_t q = n; q > p; --q) {
+          coords[q] = coords[q - 1];
+          values[q] = values[q - 1];
+          a_only[q] = a_only[q - 1];
+        }
+        coords[p] = lc;
+        values[p] = is_a ? x : add_rn(V(0), x);
+        a_only[p] = is_a;
+        ++n;
+      }
+    }
+    // A entries without a B partner get their "+ 0" here (as the host adds
+    // them: it turns a product of -0 into +0).
+    __device__ void write(const AddState<V>& st, unsigned long long offset, NodeChoice choice, NodeRef* slot) {
+      std::byte* dst = st.dst + offset;
+      auto* q = reinterpret_cast<uint4*>(dst);
+      for (std::uint64_t i = 0; i < choice.bytes / 16; ++i) q[i] = make_uint4(0, 0, 0, 0);
+      const std::uint32_t b = st.log2d;
+      if (choice.type == NodeType::dense) {
+        V* cells = reinterpret_cast<V*>(dst + dense_mask_bytes(b));
+        for (std::uint32_t i = 0; i < n; ++i) {
+          const std::uint32_t cell = (std::uint32_t{coords[i].row} << b) | coords[i].col;
+          cells[cell] = a_only[i] ? add_rn(values[i], V(0)) : values[i];
+          reinterpret_cast<std::uint8_t*>(dst)[cell >> 3] |= static_cast<std::uint8_t>(1u << (cell & 7u));
+        }
+      } else {
+        const CooLayout l = coo_layout(choice.type, n, sizeof(V));
+        *reinterpret_cast<std::uint32_t*>(dst) = n;
+        for (std::uint32_t i = 0; i < n; ++i) {
+          reinterpret_cast<LocalCoord*>(dst + l.coord_offset)[i] = coords[i];
+          reinterpret_cast<V*>(dst + l.value_offset)[i] = a_only[i] ? add_rn(values[i], V(0)) : values[i];
+        }
+      }
+      *slot = make_ref(offset, choice.type);
+    }
+  };
 
   // Entries of a sparse node, 0 for none; dense nodes count as many.
   __device__ static std::uint32_t sparse_count(const std::byte* pool, NodeRef ref) {
