@@ -10,7 +10,10 @@
 //            the node's cells: an entry's output place is its rank in the
 //            union, so neither operand is sorted or searched (transposed
 //            operands included) and the node type follows from the union's
-//            count by the dense/sparse rule.
+//            count by the dense/sparse rule. Pairs of at most 32 entries are
+//            merged in registers instead, and leaf pairs of at most 8 below
+//            level 1 are merged and written by one lane of their parent
+//            (SmallLeaf), never queued.
 //  AddWide:  a pair of level depth-2 sub-trees in a pool with wide (COOW)
 //            nodes. Both are gathered into scratch as (key, value) in the
 //            standard tree order (block row, block column, row, column),
