@@ -20,6 +20,7 @@
 #include "hisparse/formats/hsp_file.hpp"
 #include "hisparse/formats/matrix_market.hpp"
 #include "hisparse/gen/generators.hpp"
+#include "hisparse/gen/moved_pattern.hpp"
 #include "support/test_seed.hpp"
 
 namespace fs = std::filesystem;
@@ -755,3 +756,29 @@ TEST_F(Cli, SeedPicksTheMatrix) {
 }
 
 }  // namespace
+
+// The add benchmarks' second operand: every entry moved a little, none lost,
+// all inside the matrix, the same list for the same seed.
+TEST(MovedPattern, KeepsEntriesInsideAndNear) {
+  const auto seed = hisparse::testing::fresh_seed();
+  SCOPED_TRACE(hisparse::testing::seed_note(seed));
+  const auto a = hisparse::gen::generate_coo<double>(hisparse::gen::parse_spec("laplace2d:n=60"));
+  const auto b = hisparse::gen::moved_pattern(a, 3.0, seed);
+  ASSERT_EQ(b.nnz(), a.nnz());
+  EXPECT_EQ(b.rows, a.rows);
+  EXPECT_EQ(b.cols, a.cols);
+  std::size_t moved = 0, far = 0;
+  for (std::size_t i = 0; i < a.nnz(); ++i) {
+    ASSERT_LT(b.row[i], a.rows);
+    ASSERT_LT(b.col[i], a.cols);
+    EXPECT_EQ(b.val[i], a.val[i]);
+    moved += b.row[i] != a.row[i] || b.col[i] != a.col[i];
+    const double dr = double(b.row[i]) - double(a.row[i]), dc = double(b.col[i]) - double(a.col[i]);
+    far += std::abs(dr) > 6 * 3.0 || std::abs(dc) > 6 * 3.0;
+  }
+  EXPECT_GT(moved, a.nnz() / 2);  // sigma 3: most entries leave their cell
+  EXPECT_EQ(far, 0u);             // six sigma: none should
+  const auto again = hisparse::gen::moved_pattern(a, 3.0, seed);
+  EXPECT_EQ(again.row, b.row);
+  EXPECT_EQ(again.col, b.col);
+}
