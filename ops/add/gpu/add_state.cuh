@@ -1,0 +1,126 @@
+#pragma once
+// What the add's procedures share: the queue item, the run's state (both
+// operands, the output pool and its allocator, counters), and warp-level
+// helpers (scans, node zeroing, separately rounded arithmetic, allocation).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "hisparse/formats/node_view.hpp"
+
+namespace hisparse::ops::add_gpu {
+
+struct AddItem {
+  NodeRef a, b;  // the operands' nodes at this position; null where absent (never both)
+  std::uint32_t level;
+  std::uint32_t unused;
+  NodeRef* slot;  // where the new node's reference goes
+};
+static_assert(sizeof(AddItem) == 24);
+
+// One operand: its pool and state.
+template <class V>
+struct Operand {
+  const std::byte* pool;
+  bool transposed;
+  V k;  // alpha·scale(A) or beta·scale(B)
+};
+
+template <class V>
+struct WideEntry {
+  std::uint32_t key;  // standard tree order: (row_hi, col_hi, row_lo, col_lo), b bits each
+  V value;
+};
+
+inline constexpr unsigned flag_pool_too_small = 1u;
+inline constexpr unsigned flag_scratch_too_small = 2u;
+
+template <class V>
+struct AddState {
+  Operand<V> a, b;
+  std::byte* dst;
+  unsigned long long* alloc;  // next free byte of dst
+  std::uint64_t capacity;
+  unsigned* flags;
+  unsigned long long* nnz;
+  WideEntry<V>* scratch;  // wide pools: 2 x (nnz(A) + nnz(B)) entries
+  unsigned long long* scratch_alloc;
+  std::uint64_t scratch_capacity;
+  std::uint32_t log2d;
+  std::uint32_t depth;
+  bool wide;
+};
+
+// ---- warp helpers ------------------------------------------------------------
+
+inline constexpr unsigned full_warp = 0xffffffffu;
+
+__device__ inline unsigned lanes_below(std::uint32_t lane) { return (1u << lane) - 1u; }
+__device__ inline unsigned lanes_up_to(std::uint32_t lane) { return full_warp >> (31u - lane); }
+
+__device__ inline std::uint32_t warp_inclusive_sum(std::uint32_t v, std::uint32_t lane) {
+  for (std::uint32_t o = 1; o < 32; o <<= 1) {
+    const std::uint32_t n = __shfl_up_sync(full_warp, v, o);
+    if (lane >= o) v += n;
+  }
+  return v;
+}
+
+__device__ inline unsigned long long warp_sum64(unsigned long long v) {
+  for (std::uint32_t o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(full_warp, v, o);
+  return v;
+}
+
+// Zeroes a node's bytes (a multiple of 16, 16-aligned): padding and absent
+// dense cells must be zero. The fence orders these stores before the
+// children that are enqueued next write their references into this node.
+__device__ inline void zero_node(std::byte* dst, std::uint64_t bytes, std::uint32_t lane) {
+  auto* q = reinterpret_cast<uint4*>(dst);
+  for (std::uint64_t i = lane; i < bytes / 16; i += 32) q[i] = make_uint4(0, 0, 0, 0);
+  __threadfence();
+  __syncwarp();
+}
+
+__device__ inline void set_mask_bit(std::byte* mask, std::uint32_t cell) {
+  atomicOr(reinterpret_cast<unsigned*>(mask) + (cell >> 5), 1u << (cell & 31u));
+}
+
+// Separate roundings, as on the host (nvcc would otherwise fuse a*b + c).
+__device__ inline float mul_rn(float x, float y) { return __fmul_rn(x, y); }
+__device__ inline double mul_rn(double x, double y) { return __dmul_rn(x, y); }
+__device__ inline float add_rn(float x, float y) { return __fadd_rn(x, y); }
+__device__ inline double add_rn(double x, double y) { return __dadd_rn(x, y); }
+
+template <class V>
+__device__ inline V combine(const Operand<V>& a, bool has_a, V va, const Operand<V>& b, bool has_b, V vb) {
+  return add_rn(has_a ? mul_rn(a.k, va) : V(0), has_b ? mul_rn(b.k, vb) : V(0));
+}
+
+__device__ inline unsigned long long allocate(unsigned long long* counter, std::uint64_t n,
+                                              std::uint32_t lane) {
+  unsigned long long at = 0;
+  if (lane == 0) at = atomicAdd(counter, static_cast<unsigned long long>(n));
+  return __shfl_sync(full_warp, at, 0);
+}
+
+// Adds every active lane's n to the counter with one atomic; returns the
+// counter's value before this lane's share. The lanes that call it together
+// (as __activemask sees them) take consecutive shares in lane order.
+__device__ inline unsigned long long allocate_among_active(unsigned long long* counter, unsigned long long n) {
+  const unsigned active = __activemask();
+  const std::uint32_t lane = threadIdx.x & 31u;
+  unsigned long long below = 0, total = 0;
+  for (unsigned m = active; m != 0; m &= m - 1) {
+    const int j = __ffs(m) - 1;
+    const unsigned long long v = __shfl_sync(active, n, j);
+    total += v;
+    if (static_cast<std::uint32_t>(j) < lane) below += v;
+  }
+  const int leader = __ffs(active) - 1;
+  unsigned long long base = 0;
+  if (static_cast<int>(lane) == leader && total != 0) base = atomicAdd(counter, total);
+  return __shfl_sync(active, base, leader) + below;
+}
+
+}  // namespace hisparse::ops::add_gpu
