@@ -72,12 +72,14 @@ DeviceMatrix<V> add(const DeviceMatrix<V>& a, const DeviceMatrix<V>& b, V alpha,
   // it merges (a dense one bounds the output; sparse bytes are subadditive),
   // so the operands' pools together suffice. With wide nodes a merged
   // sub-tree can change form (at most 1.5 x bytes); should a pool still be
-  // short, the run is repeated with twice the room.
+  // short, the run is repeated with twice the room. Every bound is capped at
+  // the format's limit (the host writer's, max_pool_bytes), so that a
+  // result that fits is never refused for its operands' size.
+  const auto capped = [](std::uint64_t bytes) { return std::min<std::uint64_t>(bytes, max_pool_bytes); };
   std::uint64_t capacity = a.pool_bytes() + b.pool_bytes();
   if (wide) capacity = round_up(capacity + capacity / 2, node_alignment);
+  capacity = capped(capacity);
   for (;;) {
-    if (capacity > max_pool_bytes + node_alignment)
-      throw LimitError("add: the result needs a node pool larger than the 4 GiB limit");
     DeviceBytes pool(capacity);
     const Counters init{sizeof(PoolHeader), 0, 0, null_ref, 0};
     cuda_check(cudaMemcpyAsync(ct, &init, sizeof(init), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync(counters)");
@@ -101,7 +103,9 @@ DeviceMatrix<V> add(const DeviceMatrix<V>& a, const DeviceMatrix<V>& b, V alpha,
     if (done.flags & flag_scratch_too_small)
       throw Error("add: wide sub-trees hold more entries than the operands' nnz (corrupt operand?)");
     if (done.flags & flag_pool_too_small) {
-      capacity = round_up(2 * capacity, node_alignment);
+      if (capacity == max_pool_bytes)
+        throw LimitError("add: the result needs a node pool larger than the 4 GiB limit");
+      capacity = capped(round_up(2 * capacity, node_alignment));
       continue;
     }
     const PoolHeader h = header_of(done.root);

@@ -89,10 +89,10 @@ class Adder {
     std::size_t i = 0, j = 0;
     while (i < ea.size() || j < eb.size()) {
       if (j == eb.size() || (i < ea.size() && wide_less(ea[i].first, eb[j].first))) {
-        sum.push_back({ea[i].first, ka_ * ea[i].second});
+        sum.push_back({ea[i].first, ka_ * ea[i].second + V(0)});  // "+ 0" as in node(): -0 becomes +0
         ++i;
       } else if (i == ea.size() || wide_less(eb[j].first, ea[i].first)) {
-        sum.push_back({eb[j].first, kb_ * eb[j].second});
+        sum.push_back({eb[j].first, V(0) + kb_ * eb[j].second});
         ++j;
       } else {
         sum.push_back({ea[i].first, ka_ * ea[i].second + kb_ * eb[j].second});

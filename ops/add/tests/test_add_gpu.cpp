@@ -5,6 +5,7 @@
 // same entries, same values bit for bit, and it validates.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <string>
 
@@ -50,6 +51,8 @@ void expect_equal(const Matrix<V>& got, const Matrix<V>& want, const std::string
   ASSERT_EQ(a.row, b.row);
   ASSERT_EQ(a.col, b.col);
   ASSERT_EQ(a.val, b.val);  // separate roundings on both sides: bit-identical
+  // == takes -0 for +0: the bits as well.
+  EXPECT_EQ(0, std::memcmp(a.val.data(), b.val.data(), a.val.size() * sizeof(V))) << "values differ in their bits";
 }
 
 template <class V>
@@ -183,6 +186,21 @@ TEST(AddGpu, EveryRealMatrix) {
     ++checked;
   }
   EXPECT_GE(checked, 20);
+}
+
+// Explicit zeros only one operand has, scaled by a negative alpha: the
+// host adds 0 to the product (-0 -> +0), in wide sub-trees as elsewhere.
+TEST(AddGpu, SignedZerosAsTheHost) {
+  for (bool wide : {false, true}) {
+    Coo<double> ca{64, 64, {}, {}, {}}, cb{64, 64, {}, {}, {}};
+    ca.push(1, 2, 0.0);
+    cb.push(40, 50, 0.0);
+    for (index_t i = 0; i < 64; i += 7) ca.push(i, 63 - i, 1.0);
+    check_states(build(ca, 4, wide), build(cb, 4, wide), ops::AddOptions{}.controller,
+                 wide ? "signed zeros, wide" : "signed zeros");
+    check_pair(build(ca, 4, wide), build(cb, 4, wide), -1.0, -1.0, ops::AddOptions{}.controller,
+               wide ? "-A-B signed zeros, wide" : "-A-B signed zeros");
+  }
 }
 
 TEST(AddGpu, BadOperandsAreRefused) {

@@ -71,6 +71,28 @@ TEST(AddReference, CancellationKeepsExplicitZero) {
   EXPECT_EQ(out.val[0], 0.0);
 }
 
+// An entry only one operand has is alpha*a + 0 (or 0 + beta*b), so a product
+// of -0 gives +0, in wide sub-trees as in ordinary nodes (the GPU add
+// matches this bit for bit).
+TEST(AddReference, OneSidedNegativeZeroBecomesPositiveZero) {
+  for (bool wide : {false, true}) {
+    SCOPED_TRACE(wide ? "wide nodes" : "standard nodes");
+    Coo<double> ca{64, 64, {}, {}, {}}, cb{64, 64, {}, {}, {}};
+    ca.push(1, 2, 0.0);
+    cb.push(40, 50, 0.0);
+    for (index_t i = 0; i < 64; i += 7) ca.push(i, 63 - i, 1.0);  // scattered: wide nodes appear
+    const auto a = build_matrix(ca, BuildOptions{4, wide}), b = build_matrix(cb, BuildOptions{4, wide});
+    const auto out = to_coo(ops::add_reference(a, b, -1.0, -1.0));
+    int zeros = 0;
+    for (std::size_t k = 0; k < out.nnz(); ++k) {
+      if (out.val[k] != 0.0) continue;
+      ++zeros;
+      EXPECT_FALSE(std::signbit(out.val[k])) << "entry (" << out.row[k] << ", " << out.col[k] << ")";
+    }
+    EXPECT_EQ(zeros, 2);
+  }
+}
+
 TEST(AddReference, RejectsMismatchedOperands) {
   const auto a = build_matrix(Coo<double>{8, 6, {1}, {2}, {4.0}}, 4);
   EXPECT_THROW(ops::add_reference(a, a.transpose()), Error);

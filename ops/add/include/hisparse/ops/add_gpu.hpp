@@ -20,7 +20,10 @@ struct AddOptions {
 };
 
 // Throws hisparse::Error when op(A) and op(B) differ in shape or the node
-// sizes differ, LimitError when the result needs more than a 4 GiB pool.
+// sizes differ, LimitError when the result needs more than a 4 GiB pool
+// (the host writer's limit, max_pool_bytes). NaN values compare as NaN,
+// not bit for bit: the GPU's arithmetic returns a canonical NaN where the
+// host's keeps a payload.
 template <class V>
 DeviceMatrix<V> add(const DeviceMatrix<V>& a, const DeviceMatrix<V>& b, V alpha = V(1), V beta = V(1),
                     AddOptions options = {}, cudaStream_t stream = nullptr);
