@@ -314,6 +314,9 @@ class Cli(unittest.TestCase):
         self.assertEqual({r["nnz"] for r in lap}, {5 * 40 * 40 - 4 * 40})
         self.assertEqual(open(self.path("conv.csv")).read().count("\n"), 5)
         self.assertEqual(run("bench", "--l2", "lukewarm", ok=False).returncode, 2)
+        p = run("bench", "--ops", "spmv,frobnicate", ok=False)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("frobnicate", p.stderr)
 
     def test_demo(self):
         p = run("demo", "--grid", "64", "--device", "host")

@@ -14,6 +14,7 @@ struct BenchOptions {
   int runs = 100;
   bool cold = false;  // flush the L2 (write a buffer twice its size) before every timed run
   bool controllers = false;  // also time a full runtime traversal per call under every controller
+  bool spmv = true, copy = true, add = true;  // which operations to time (--ops)
 };
 
 struct BenchRecord {

@@ -127,8 +127,8 @@ std::vector<BenchRecord> bench_spmv(const Matrix<V>& host, const std::string& na
       cuda_check(cudaDeviceSynchronize(), "spmv");
       measure(t ? "spmv_t" : "spmv", impl, bytes, rel_error<V>(dy, ref), f);
     };
-    record("hisparse", a.pool_bytes(), [&] { plan(dx.as<V>(), dy.as<V>(), V(1), V(0)); });
-    if (o.controllers) {
+    if (o.spmv) record("hisparse", a.pool_bytes(), [&] { plan(dx.as<V>(), dy.as<V>(), V(1), V(0)); });
+    if (o.spmv && o.controllers) {
       // The paper's way: a full runtime traversal per call, under each controller.
       for (runtime::Controller c : runtime::all_controllers) {
         if (!ops::gpu_controller_available(c)) continue;  // device_launch=false build
@@ -137,9 +137,11 @@ std::vector<BenchRecord> bench_spmv(const Matrix<V>& host, const std::string& na
         record(impl.c_str(), a.pool_bytes(), [&] { rt_plan(dx.as<V>(), dy.as<V>(), V(1), V(0)); });
       }
     }
-    record("cusparse-alg1", alg1.bytes(), [&] { alg1.spmv(t, dx.as<V>(), dy.as<V>(), V(1), V(0)); });
-    record("cusparse-alg2", alg2.bytes(), [&] { alg2.spmv(t, dx.as<V>(), dy.as<V>(), V(1), V(0)); });
-    if (t) continue;
+    if (o.spmv) {
+      record("cusparse-alg1", alg1.bytes(), [&] { alg1.spmv(t, dx.as<V>(), dy.as<V>(), V(1), V(0)); });
+      record("cusparse-alg2", alg2.bytes(), [&] { alg2.spmv(t, dx.as<V>(), dy.as<V>(), V(1), V(0)); });
+    }
+    if (t || !o.copy) continue;
     // Deep copies, allocation included: HiSparse's pool copy, its rebuild
     // through the runtime (every node allocated anew), and the three CSR
     // arrays copied the same way. Each copy is

@@ -1,5 +1,5 @@
 // hisparse bench [MATRIX ...] [--scale M] [--family SPEC ...] [--no-suite]
-//                [--precision f32,f64] [--l2 warm|cold|both] [--runs N] [--warmup N]
+//                [--precision f32,f64] [--l2 warm|cold|both] [--ops spmv,copy,add] [--runs N] [--warmup N]
 //                [--json F] [--csv F] [--markdown F]
 // SpMV, SpMV^T, add, add^T and copy of HiSparse against cuSPARSE CSR (SpMV
 // ALG1 and ALG2, csrgeam2, csr2csc, copying the arrays) on the SuiteSparse
@@ -36,7 +36,7 @@ struct BenchCli {
   std::string matrices_dir = "../shared/matrices";
   bool no_suite = false, conversion = false, host_only = false, wide = false;
   double scale = 16;  // million entries per generated family
-  std::string precision = "f32,f64", l2 = "warm", json, csv, markdown;
+  std::string precision = "f32,f64", l2 = "warm", ops = "spmv,copy,add", json, csv, markdown;
   BenchOptions opt;
 };
 
@@ -282,6 +282,7 @@ void add_bench_command(CLI::App& app) {
   sub->add_flag("--no-suite", c->no_suite, "only the files and families given");
   sub->add_option("--precision", c->precision, "f32, f64 or f32,f64 (default)");
   sub->add_option("--l2", c->l2, "warm, cold or both (default warm)");
+  sub->add_option("--ops", c->ops, "operations to time, from spmv, copy, add (default: all three; spmv includes SpMV^T, add A^T + B^T)");
   sub->add_option("--runs", c->opt.runs, "timed runs (100)")->check(CLI::Range(1, 100000));
   sub->add_option("--warmup", c->opt.warmup, "warm-up runs (20)")->check(CLI::Range(0, 100000));
   sub->add_flag("--conversion", c->conversion, "also time COO -> HiSparse and COO -> CSR conversion on the host");
@@ -293,6 +294,16 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--markdown", c->markdown, "write the summary table as Markdown");
   sub->callback([c] {
     if (c->l2 != "warm" && c->l2 != "cold" && c->l2 != "both") throw UsageError("--l2 must be warm, cold or both");
+    c->opt.spmv = c->opt.copy = c->opt.add = false;
+    for (std::size_t at = 0; at <= c->ops.size();) {
+      const std::size_t end = std::min(c->ops.find(',', at), c->ops.size());
+      const std::string op = c->ops.substr(at, end - at);
+      if (op == "spmv") c->opt.spmv = true;
+      else if (op == "copy") c->opt.copy = true;
+      else if (op == "add") c->opt.add = true;
+      else throw UsageError("--ops: unknown operation '" + op + "' (spmv, copy, add)");
+      at = end + 1;
+    }
     const bool f32 = c->precision.find("f32") != std::string::npos, f64 = c->precision.find("f64") != std::string::npos;
     if (!f32 && !f64) throw UsageError("--precision must name f32 and/or f64");
     if (c->host_only) c->conversion = true;
@@ -317,7 +328,7 @@ void add_bench_command(CLI::App& app) {
       if (c->host_only) continue;
       // The add's second operand, as in seed 004 section 7: A's entries moved
       // by normal deviates (sigma 10) in row and column.
-      const Coo<double> moved = gen::moved_pattern(coo, 10.0, 2017);
+      const Coo<double> moved = c->opt.add ? gen::moved_pattern(coo, 10.0, 2017) : Coo<double>{};
       for (bool cold : {false, true}) {
         if ((cold && c->l2 == "warm") || (!cold && c->l2 == "cold")) continue;
         BenchOptions o = c->opt;
@@ -325,8 +336,11 @@ void add_bench_command(CLI::App& app) {
         if (tty)
           std::fprintf(stderr, "\r\033[K[%zu/%zu] %s (%zu entries, %s L2)", i + 1, in.size(), in[i].name.c_str(),
                        coo.nnz(), cold ? "cold" : "warm");
-        if (f32) for (auto& r : bench_spmv(build_as<float>(coo, c->wide), in[i].name, o)) rs.push_back(r);
-        if (f64) for (auto& r : bench_spmv(build_as<double>(coo, c->wide), in[i].name, o)) rs.push_back(r);
+        if (o.spmv || o.copy) {
+          if (f32) for (auto& r : bench_spmv(build_as<float>(coo, c->wide), in[i].name, o)) rs.push_back(r);
+          if (f64) for (auto& r : bench_spmv(build_as<double>(coo, c->wide), in[i].name, o)) rs.push_back(r);
+        }
+        if (!o.add) continue;
         if (f32) for (auto& r : bench_add(build_as<float>(coo, c->wide), build_as<float>(moved, c->wide), in[i].name, o)) rs.push_back(r);
         if (f64) for (auto& r : bench_add(build_as<double>(coo, c->wide), build_as<double>(moved, c->wide), in[i].name, o)) rs.push_back(r);
       }
