@@ -55,10 +55,10 @@ Timing time_calls(F&& f, const BenchOptions& o, DeviceBytes* flush, bool host_wo
   return {t[t.size() / 2], mean, std::sqrt(var / t.size())};
 }
 
+// Largest absolute difference over the largest magnitude wanted; infinite
+// where a NaN appears.
 template <class V>
-double rel_error(const DeviceBytes& d, const std::vector<V>& want) {
-  std::vector<V> got(want.size());
-  cuda_check(cudaMemcpy(got.data(), d.get(), got.size() * sizeof(V), cudaMemcpyDeviceToHost), "download");
+double relative_difference(const std::vector<V>& got, const std::vector<V>& want) {
   double num = 0, den = 0;
   for (std::size_t i = 0; i < got.size(); ++i) {
     const double e = std::abs(double(got[i]) - double(want[i]));
@@ -69,24 +69,88 @@ double rel_error(const DeviceBytes& d, const std::vector<V>& want) {
   return den > 0 ? num / den : num;
 }
 
+template <class V>
+double rel_error(const DeviceBytes& d, const std::vector<V>& want) {
+  std::vector<V> got(want.size());
+  cuda_check(cudaMemcpy(got.data(), d.get(), got.size() * sizeof(V), cudaMemcpyDeviceToHost), "download");
+  return relative_difference(got, want);
+}
+
+// Relative difference of two CSR matrices with the same structure; infinite
+// when the structures differ.
+template <class V>
+double csr_difference(const Csr<V>& got, const Csr<V>& want) {
+  if (got.rows != want.rows || got.cols != want.cols || got.row_ptr != want.row_ptr || got.col != want.col) return INFINITY;
+  return relative_difference(got.val, want.val);
+}
+
+// Makes the records of one matrix and precision: each with its error
+// measured first and timed only when the result was right (a wrong result
+// is flagged and never reported as a speed). Owns the buffer that empties
+// the L2 before every timed call of a cold run.
+class Recorder {
+ public:
+  Recorder(const std::string& matrix, const char* precision, const BenchOptions& o)
+      : matrix_(matrix), precision_(precision), o_(o) {
+    if (!o.cold) return;
+    int dev = 0;
+    cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
+    int l2 = 0;
+    cuda_check(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev), "cudaDeviceGetAttribute");
+    flush_ = DeviceBytes(2 * static_cast<std::size_t>(l2));
+  }
+
+  // `host_work`: see time_calls.
+  template <class F>
+  void record(const char* op, const char* impl, std::uint64_t rows, std::uint64_t cols, std::uint64_t nnz,
+              std::uint64_t bytes, double err, bool ok, F&& timed, bool host_work) {
+    BenchRecord r;
+    r.matrix = matrix_;
+    r.op = op;
+    r.impl = impl;
+    r.precision = precision_;
+    r.l2 = o_.cold ? "cold" : "warm";
+    r.rows = rows;
+    r.cols = cols;
+    r.nnz = nnz;
+    r.bytes = bytes;
+    r.rel_error = err;
+    r.ok = ok;
+    if (ok) {
+      const Timing tm = time_calls(timed, o_, o_.cold ? &flush_ : nullptr, host_work);
+      r.median_ms = tm.median;
+      r.mean_ms = tm.mean;
+      r.std_ms = tm.std;
+    }
+    out_.push_back(r);
+  }
+  [[nodiscard]] std::vector<BenchRecord> take() { return std::move(out_); }
+
+ private:
+  std::string matrix_;
+  const char* precision_;
+  const BenchOptions& o_;
+  DeviceBytes flush_;
+  std::vector<BenchRecord> out_;
+};
+
+template <class V>
+constexpr const char* precision_name() {
+  return std::is_same_v<V, float> ? "f32" : "f64";
+}
+
 }  // namespace
 
 template <class V>
 std::vector<BenchRecord> bench_spmv(const Matrix<V>& host, const std::string& name, const BenchOptions& o) {
-  const char* prec = std::is_same_v<V, float> ? "f32" : "f64";
   const double tol = std::is_same_v<V, float> ? 1e-4 : 1e-10;
   DeviceMatrix<V> a(host);
   ops::GpuSpmv<V> plan(a);
   const Csr<V> csr = to_csr(host);
   CusparseCsr<V> alg1(csr, CUSPARSE_SPMV_CSR_ALG1), alg2(csr, CUSPARSE_SPMV_CSR_ALG2);
-  int dev = 0;
-  cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
-  int l2 = 0;
-  cuda_check(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev), "cudaDeviceGetAttribute");
-  DeviceBytes flush(o.cold ? 2 * static_cast<std::size_t>(l2) : 0);
+  Recorder rec(name, precision_name<V>(), o);
   std::mt19937_64 rng(12345);
   std::uniform_real_distribution<double> u(-1, 1);
-  std::vector<BenchRecord> out;
   for (bool t : {false, true}) {
     if (a.transposed() != t) a.transpose();
     const Matrix<V> op = t ? host.transpose() : host;
@@ -96,29 +160,9 @@ std::vector<BenchRecord> bench_spmv(const Matrix<V>& host, const std::string& na
     ops::spmv_reference<V>(op, x, ref);
     DeviceBytes dx(std::max<std::size_t>(x.size(), 1) * sizeof(V)), dy(std::max<std::size_t>(ref.size(), 1) * sizeof(V));
     cuda_check(cudaMemcpy(dx.get(), x.data(), x.size() * sizeof(V), cudaMemcpyHostToDevice), "upload x");
-    // One record: its error measured first, timed only when it is right (a
-    // wrong result is flagged and never reported as a speed).
     auto measure = [&](const char* op_name, const char* impl, std::uint64_t bytes, double err, auto&& timed,
                        bool host_work = false) {
-      BenchRecord r;
-      r.matrix = name;
-      r.op = op_name;
-      r.impl = impl;
-      r.precision = prec;
-      r.l2 = o.cold ? "cold" : "warm";
-      r.rows = op.rows();
-      r.cols = op.cols();
-      r.nnz = host.nnz();
-      r.bytes = bytes;
-      r.rel_error = err;
-      r.ok = err < tol;
-      if (r.ok) {
-        const Timing tm = time_calls(timed, o, o.cold ? &flush : nullptr, host_work);
-        r.median_ms = tm.median;
-        r.mean_ms = tm.mean;
-        r.std_ms = tm.std;
-      }
-      out.push_back(r);
+      rec.record(op_name, impl, op.rows(), op.cols(), host.nnz(), bytes, err, err < tol, timed, host_work);
     };
     auto record = [&](const char* impl, std::uint64_t bytes, auto&& f) {
       // Poison y first: every row must be written (beta = 0).
@@ -166,39 +210,18 @@ std::vector<BenchRecord> bench_spmv(const Matrix<V>& host, const std::string& na
     record_copy("csr-copy", alg1.bytes(), [&] { return alg1.arrays().copy(); },
                 [&](const CsrArrays<V>& c) { return alg1.arrays().same_bytes(c) ? 0.0 : INFINITY; });
   }
-  return out;
-}
-
-// Relative difference of two CSR matrices with the same structure; infinite
-// when the structures differ.
-template <class V>
-double csr_difference(const Csr<V>& got, const Csr<V>& want) {
-  if (got.rows != want.rows || got.cols != want.cols || got.row_ptr != want.row_ptr || got.col != want.col) return INFINITY;
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < got.val.size(); ++i) {
-    const double e = std::abs(double(got.val[i]) - double(want.val[i]));
-    if (std::isnan(e)) return INFINITY;
-    num = std::max(num, e);
-    den = std::max(den, std::abs(double(want.val[i])));
-  }
-  return den > 0 ? num / den : num;
+  return rec.take();
 }
 
 template <class V>
 std::vector<BenchRecord> bench_add(const Matrix<V>& ha, const Matrix<V>& hb, const std::string& name,
                                    const BenchOptions& o) {
-  const char* prec = std::is_same_v<V, float> ? "f32" : "f64";
   const double tol = std::is_same_v<V, float> ? 1e-6 : 1e-14;  // one product and one sum per entry on both sides
   const V alpha = V(1.5), beta = V(-0.5);
   DeviceMatrix<V> a(ha), b(hb);
   const CsrArrays<V> ca = CsrArrays<V>::upload(to_csr(ha)), cb = CsrArrays<V>::upload(to_csr(hb));
   const CusparseHandle handle;
-  int dev = 0;
-  cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
-  int l2 = 0;
-  cuda_check(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev), "cudaDeviceGetAttribute");
-  DeviceBytes flush(o.cold ? 2 * static_cast<std::size_t>(l2) : 0);
-  std::vector<BenchRecord> out;
+  Recorder rec(name, precision_name<V>(), o);
   for (bool t : {false, true}) {
     if (a.transposed() != t) a.transpose();
     if (b.transposed() != t) b.transpose();
@@ -209,26 +232,9 @@ std::vector<BenchRecord> bench_add(const Matrix<V>& ha, const Matrix<V>& hb, con
     const CsrArrays<V>& xa = t ? cat : ca;
     const CsrArrays<V>& xb = t ? cbt : cb;
     const Csr<V> want = csrgeam2(handle.get(), xa, xb, alpha, beta).download();
+    // nnz: the entries read; the result's count is in the bytes.
     auto measure = [&](const char* impl, std::uint64_t bytes, double err, auto&& timed) {
-      BenchRecord r;
-      r.matrix = name;
-      r.op = t ? "add_t" : "add";
-      r.impl = impl;
-      r.precision = prec;
-      r.l2 = o.cold ? "cold" : "warm";
-      r.rows = a.rows();
-      r.cols = a.cols();
-      r.nnz = ha.nnz() + hb.nnz();  // entries read; the result's count is in the bytes
-      r.bytes = bytes;
-      r.rel_error = err;
-      r.ok = err <= tol;
-      if (r.ok) {
-        const Timing tm = time_calls(timed, o, o.cold ? &flush : nullptr, true);
-        r.median_ms = tm.median;
-        r.mean_ms = tm.mean;
-        r.std_ms = tm.std;
-      }
-      out.push_back(r);
+      rec.record(t ? "add_t" : "add", impl, a.rows(), a.cols(), ha.nnz() + hb.nnz(), bytes, err, err <= tol, timed, true);
     };
     // Bytes: both operands and the result, each implementation its own.
     const DeviceMatrix<V> c = ops::add(a, b, alpha, beta);
@@ -254,7 +260,7 @@ std::vector<BenchRecord> bench_add(const Matrix<V>& ha, const Matrix<V>& hb, con
     measure("cusparse-csrgeam2-pretransposed", csr_bytes, 0.0,
             [&] { (void)csrgeam2(handle.get(), cat, cbt, alpha, beta); });
   }
-  return out;
+  return rec.take();
 }
 
 template std::vector<BenchRecord> bench_add(const Matrix<float>&, const Matrix<float>&, const std::string&,
