@@ -4,6 +4,7 @@
 
 #include "add_procedures.cuh"
 #include "hisparse/ops/add_gpu.hpp"
+#include "hisparse/ops/add_reference.hpp"
 #include "hisparse/runtime/runtime.cuh"
 
 namespace hisparse::ops {
@@ -41,12 +42,8 @@ void run(const runtime::RuntimeConfig& cfg, const AddState<V>& st, const AddItem
 template <class V>
 DeviceMatrix<V> add(const DeviceMatrix<V>& a, const DeviceMatrix<V>& b, V alpha, V beta, AddOptions options,
                     cudaStream_t stream) {
-  if (a.rows() != b.rows() || a.cols() != b.cols())
-    throw Error("add: op(A) is " + std::to_string(a.rows()) + " x " + std::to_string(a.cols()) + " but op(B) is " +
-                std::to_string(b.rows()) + " x " + std::to_string(b.cols()));
-  if (a.shape().log2_node_size != b.shape().log2_node_size)
-    throw Error("add: node sizes differ (" + std::to_string(1u << a.shape().log2_node_size) + " and " +
-                std::to_string(1u << b.shape().log2_node_size) + "); convert one operand first");
+  check_add_operands(a.rows(), a.cols(), 1u << a.shape().log2_node_size, b.rows(), b.cols(),
+                     1u << b.shape().log2_node_size);
   const std::uint32_t log2d = a.shape().log2_node_size;
   const Shape shape = Shape::make(a.rows(), a.cols(), 1u << log2d);
   const bool wide = a.wide_nodes() || b.wide_nodes();

@@ -158,14 +158,19 @@ class Adder {
 
 }  // namespace
 
+void check_add_operands(index_t a_rows, index_t a_cols, std::uint32_t a_node_size, index_t b_rows, index_t b_cols,
+                        std::uint32_t b_node_size) {
+  if (a_rows != b_rows || a_cols != b_cols)
+    throw Error("add: op(A) is " + std::to_string(a_rows) + " x " + std::to_string(a_cols) + " but op(B) is " +
+                std::to_string(b_rows) + " x " + std::to_string(b_cols));
+  if (a_node_size != b_node_size)
+    throw Error("add: node sizes differ (" + std::to_string(a_node_size) + " and " + std::to_string(b_node_size) +
+                "); convert one operand first");
+}
+
 template <class V>
 Matrix<V> add_reference(const Matrix<V>& a, const Matrix<V>& b, V alpha, V beta) {
-  if (a.rows() != b.rows() || a.cols() != b.cols())
-    throw Error("add: op(A) is " + std::to_string(a.rows()) + " x " + std::to_string(a.cols()) + " but op(B) is " +
-                std::to_string(b.rows()) + " x " + std::to_string(b.cols()));
-  if (a.node_size() != b.node_size())
-    throw Error("add: node sizes differ (" + std::to_string(a.node_size()) + " and " + std::to_string(b.node_size()) +
-                "); convert one operand first");
+  check_add_operands(a.rows(), a.cols(), a.node_size(), b.rows(), b.cols(), b.node_size());
   const Shape shape = Shape::make(a.rows(), a.cols(), a.node_size());
   return Matrix<V>(Adder<V>(a, b, alpha, beta, shape).run());
 }

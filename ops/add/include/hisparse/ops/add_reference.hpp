@@ -9,6 +9,11 @@
 
 namespace hisparse::ops {
 
+// The operand rule of every add: op(A) and op(B) of one shape, one node
+// size. Throws hisparse::Error naming both otherwise.
+void check_add_operands(index_t a_rows, index_t a_cols, std::uint32_t a_node_size, index_t b_rows, index_t b_cols,
+                        std::uint32_t b_node_size);
+
 template <class V>
 Matrix<V> add_reference(const Matrix<V>& a, const Matrix<V>& b, V alpha = V(1), V beta = V(1));
 
