@@ -42,6 +42,12 @@ enum LeafBin : std::uint32_t {
 };
 inline constexpr std::uint32_t small_leaf_max = 32;
 inline constexpr std::uint32_t coow_chunk = 128;  // 32 lanes x 4 entries: one step (perf-log: 1024 -> 128)
+// The cached plan records one more list: wide nodes in chunks for a whole
+// block of wide_block_threads (its SpMV^T agent, spmv_plan_agents.cuh).
+inline constexpr std::uint32_t list_wide_blocks = leaf_bin_count;
+inline constexpr std::uint32_t plan_list_count = leaf_bin_count + 1;
+inline constexpr std::uint32_t wide_block_threads = 1024;
+inline constexpr std::uint32_t wide_block_chunk = 4 * wide_block_threads;  // four entries per thread, one step
 
 template <class V>
 struct SpmvState {
@@ -52,14 +58,16 @@ struct SpmvState {
   V k;  // alpha * scale
   const V* x;
   V* y;
+  std::uint64_t y_size;  // op(A).rows()
+  bool y_vec4;           // y is 16-byte aligned (the plan's f32 flush adds four at a time)
   // Plan building: with `record` set, inner nodes append leaves to the lists
   // (or only count them when the lists are null) instead of enqueueing them.
   bool record;
   // Entries per item of a large leaf (a multiple of 128): the host picks it so
   // that a small matrix with a few big leaves still gives every SM work.
   std::uint32_t large_chunk;
-  unsigned long long* leaf_counts;  // [leaf_bin_count]
-  NodeItem* leaf_lists[leaf_bin_count];
+  unsigned long long* leaf_counts;  // [plan_list_count]
+  NodeItem* leaf_lists[plan_list_count];
 };
 
 // The bin a leaf goes to, from its reference and (for sparse nodes) its count.
@@ -174,9 +182,9 @@ __host__ __device__ constexpr std::uint32_t dense_chunks(std::uint32_t log2d) {
   return cells <= dense_chunk ? 1u : cells / dense_chunk;
 }
 
-__device__ inline std::uint32_t coow_chunks(const std::byte* pool, NodeRef ref) {
+__device__ inline std::uint32_t coow_chunks(const std::byte* pool, NodeRef ref, std::uint32_t chunk = coow_chunk) {
   const std::uint32_t n = *reinterpret_cast<const std::uint32_t*>(pool + ref_offset(ref));
-  return (n + coow_chunk - 1) / coow_chunk;
+  return (n + chunk - 1) / chunk;
 }
 
 // ---- leaf kernels: the work of one leaf, spread over `group` lanes ---------
@@ -435,17 +443,21 @@ struct InnerProcedure {
     const SpmvState<V>& st = ctx.state();
     // Wide nodes and dense leaves are cut into chunks, one item each (the
     // item's `level` holds the chunk index).
+    auto record_chunks = [&](std::uint32_t list, std::uint32_t chunks) {
+      const unsigned long long slot = atomicAdd(st.leaf_counts + list, static_cast<unsigned long long>(chunks));
+      if (st.leaf_lists[list])
+        for (std::uint32_t k = 0; k < chunks; ++k) st.leaf_lists[list][slot + k] = NodeItem{child.brow, child.bcol, child.ref, k};
+    };
     auto chunked = [&](std::uint32_t bin, std::uint32_t chunks, auto procedure) {
       if (st.record) {
-        const unsigned long long slot = atomicAdd(st.leaf_counts + bin, static_cast<unsigned long long>(chunks));
-        if (st.leaf_lists[bin])
-          for (std::uint32_t k = 0; k < chunks; ++k) st.leaf_lists[bin][slot + k] = NodeItem{child.brow, child.bcol, child.ref, k};
+        record_chunks(bin, chunks);
         return;
       }
       using P = decltype(procedure);
       for (std::uint32_t k = 0; k < chunks; ++k) ctx.template enqueue<P>(NodeItem{child.brow, child.bcol, child.ref, k});
     };
     if (ref_type(child.ref) == NodeType::coow) {
+      if (st.record) record_chunks(list_wide_blocks, coow_chunks(st.pool, child.ref, wide_block_chunk));
       chunked(bin_wide, coow_chunks(st.pool, child.ref), LeafWide<V>{});
       return;
     }

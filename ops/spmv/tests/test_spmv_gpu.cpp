@@ -156,6 +156,9 @@ TEST(SpmvGpu, WideNodes) {
     check_all_states(build_wide(random_coo<float>(200000, 150000, 400000, rng), 128), opt, rng, "random d128 f32" + how);
     check_all_states(build_wide(random_coo<double>(4096, 4096, 8000, rng), 64), opt, rng, "wide root, chunks" + how);
     check_all_states(build_wide(heavy_lines(60000, 20000), 32), opt, rng, "heavy lines" + how);
+    // d = 256: a wide node's 65536 columns exceed the plan's shared
+    // accumulator for A^T, which then takes the warp chunks.
+    check_all_states(build_wide(random_coo<float>(200000, 200000, 60000, rng), 256), opt, rng, "random d256 f32" + how);
   }
 }
 
@@ -181,7 +184,42 @@ TEST(SpmvGpu, ExtremeShapes) {
     }
     check_all_states(build_matrix(uneven), opt, rng, "uneven rows and columns");
     check_all_states(build_matrix(random_coo<double>(40, 100000, 5000, rng), 256), opt, rng, "wide d256");
+    // One block row of thousands of one- and two-entry leaves (and its
+    // transpose, one block column): the plan's output-block runs hold up to
+    // 128 items, in batches of 32, and a block gives several runs.
+    Coo<float> strip = random_coo<float>(300, 400000, 1000, rng);
+    for (int k = 0; k < 20000; ++k) strip.push(rng() % 128, rng() % 400000, random_value<float>(rng));
+    check_all_states(build_matrix(strip), opt, rng, "block row of small leaves");
     check_all_states(build_matrix(random_coo<float>(100000, 3, 5000, rng), 2), opt, rng, "tall d2");
+  }
+}
+
+// Vectors that do not start on a 16-byte boundary (a user's y + 1): the
+// plan's f32 flush adds four outputs at a time only into aligned y.
+TEST(SpmvGpu, UnalignedVectors) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const auto host = build_matrix(random_coo<float>(3001, 2999, 60000, rng), 16);
+  DeviceMatrix<float> dev(host);
+  ops::GpuSpmv<float> plan(dev);
+  for (bool t : {false, true}) {
+    const Matrix<float> a = host.with_state(t, 1.0f);
+    std::vector<float> x(a.cols() + 1), y(a.rows() + 1);
+    for (auto& v : x) v = random_value<float>(rng);
+    for (auto& v : y) v = random_value<float>(rng);
+    DeviceVector<float> dx(x), dy(y);
+    std::vector<float> xs(x.begin() + 1, x.end()), ref(y.begin() + 1, y.end());
+    const std::vector<float> y0 = ref;
+    ops::spmv_reference<float>(a, xs, ref, 1.5f, 0.5f);
+    const auto mag = magnitude(a, xs, y0, 1.5f, 0.5f);
+    plan(dx.ptr() + 1, dy.ptr() + 1, 1.5f, 0.5f);
+    cuda_check(cudaDeviceSynchronize(), "spmv");
+    const auto got = dy.get();
+    EXPECT_EQ(got[0], y[0]) << "the value before y was written";
+    for (std::size_t i = 0; i < ref.size(); ++i)
+      ASSERT_NEAR(double(got[i + 1]), double(ref[i]), 1e-5 * (mag[i] + 1e-30) + 1e-30) << (t ? "T" : "N") << " row " << i;
+    dev.transpose();
   }
 }
 
