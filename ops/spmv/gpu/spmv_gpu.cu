@@ -2,13 +2,11 @@
 // plan building (recording the leaves once) and the plan's launch.
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <string>
 
 #include "hisparse/ops/spmv_gpu.hpp"
 #include "hisparse/runtime/runtime.cuh"
 #include "spmv_plan_agents.cuh"
-#include "spmv_plan_order.cuh"
 #include "spmv_procedures.cuh"
 
 namespace hisparse::ops {
@@ -31,43 +29,56 @@ __global__ void scale_y(V* y, std::uint64_t n, V beta) {
     y[i] = beta == V(0) ? V(0) : beta * y[i];
 }
 
-// One orientation's launch of the cached plan: blocks [0, run_blocks) take
-// plan_block / 32 output-block runs each (a warp per run), the rest one dense
-// chunk each (a whole block).
-struct PlanLaunch {
-  const NodeItem* items;  // the sparse bins' items (one, small, large)
-  const std::uint32_t* order;
-  const std::uint32_t* run_starts;
-  std::uint64_t runs;
-  const NodeItem* dense;
-  std::uint64_t run_blocks;
+// The recorded leaves of all bins in one launch: blocks [first[b], first[b+1])
+// serve bin b, each taking plan_block / threads-per-leaf leaves.
+struct PlanBins {
+  const NodeItem* items[leaf_bin_count];
+  std::uint64_t count[leaf_bin_count];
+  std::uint64_t first_block[leaf_bin_count + 1];
 };
 
-// Its register count sets the occupancy of the whole memory-bound sweep
-// (docs/perf-log.md); the wide bins have launches of their own so that their
-// code does not raise it.
-template <class V, int MinBlocks>
-__global__ void __launch_bounds__(plan_block, MinBlocks) run_plan(PlanLaunch p, SpmvState<V> st) {
-  extern __shared__ __align__(16) unsigned char plan_shared[];
-  const std::uint64_t b = blockIdx.x;
-  if (b >= p.run_blocks) {
-    leaf_dense(p.dense[b - p.run_blocks], threadIdx.x, plan_block, st);
-    return;
+template <std::uint32_t Bin, class V>
+__device__ void plan_bin(const PlanBins& p, std::uint64_t block, const SpmvState<V>& st, V* acc) {
+  constexpr std::uint32_t threads = leaf_threads<Bin>;
+  constexpr std::uint32_t per_block = plan_block / threads;
+  const std::uint64_t i = block * per_block + threadIdx.x / threads;
+  const NodeItem* it = i < p.count[Bin] ? p.items[Bin] + i : nullptr;
+  // The one-entry and small bins merge equal outputs across the warp, so all
+  // lanes take part whether or not they have a leaf.
+  if constexpr (Bin == bin_one || Bin == bin_small) {
+    PendingAdd<V> pending;
+    if constexpr (Bin == bin_one) pending = leaf_one_pending<V>(it, st);
+    else if (it) leaf_coo<V>(*it, threadIdx.x % threads, threads, st, &pending);
+    warp_segmented_add(st.y, pending.key, pending.val, pending.valid);  // one call site: the whole warp
+  } else if (it) {
+    run_leaf<V>(Bin, *it, threadIdx.x % threads, threads, st, acc);
   }
-  // d accumulators per warp, zero between runs (output_run leaves them so).
-  const std::uint32_t lane = threadIdx.x % 32, d = 1u << st.log2d;
-  V* acc = reinterpret_cast<V*>(plan_shared) + (threadIdx.x / 32) * d;
-  for (std::uint32_t i = lane; i < d; i += 32) acc[i] = V(0);
-  __syncwarp();
-  const std::uint64_t r = b * (plan_block / 32) + threadIdx.x / 32;
-  if (r < p.runs) output_run(p.items, p.order, p.run_starts[r], p.run_starts[r + 1], lane, st, acc);
 }
 
-// The 128-entry chunks of wide (COOW) nodes, a warp each.
+// The node bins (COO1, small, large, dense) in one launch. Its register
+// count sets the occupancy of the whole memory-bound sweep: 32 registers give
+// 8 blocks of 256 per multiprocessor; the wide bin has a launch of its own
+// so that its code does not raise that count (docs/perf-log.md).
 template <class V>
-__global__ void __launch_bounds__(plan_block, 8) run_plan_wide(const NodeItem* items, std::uint64_t count, SpmvState<V> st) {
-  const std::uint64_t i = blockIdx.x * std::uint64_t{plan_block / 32} + threadIdx.x / 32;
-  if (i < count) leaf_coow(items[i], threadIdx.x % 32, st);
+__global__ void __launch_bounds__(plan_block, sizeof(V) == 4 ? 8 : 7) run_plan(PlanBins p, SpmvState<V> st) {
+  // d accumulators per warp for the large bin, zero on entry (see leaf_coo_warp).
+  extern __shared__ __align__(16) unsigned char plan_shared[];
+  V* acc = reinterpret_cast<V*>(plan_shared) + (threadIdx.x / 32) * (1u << st.log2d);
+  const std::uint64_t b = blockIdx.x;
+  if (b >= p.first_block[2] && b < p.first_block[3]) {
+    for (std::uint32_t i = threadIdx.x % 32; i < (1u << st.log2d); i += 32) acc[i] = V(0);
+    __syncwarp();
+  }
+  if (b < p.first_block[1]) plan_bin<bin_one>(p, b, st, acc);
+  else if (b < p.first_block[2]) plan_bin<bin_small>(p, b - p.first_block[1], st, acc);
+  else if (b < p.first_block[3]) plan_bin<bin_large>(p, b - p.first_block[2], st, acc);
+  else plan_bin<bin_dense>(p, b - p.first_block[3], st, acc);
+}
+
+// The chunks of wide (COOW) nodes.
+template <class V>
+__global__ void __launch_bounds__(plan_block, 8) run_plan_wide(PlanBins p, SpmvState<V> st) {
+  plan_bin<bin_wide>(p, blockIdx.x, st, static_cast<V*>(nullptr));
 }
 
 // SpMV^T of wide nodes: whole-block chunks summed per column in shared memory
@@ -83,9 +94,10 @@ __global__ void __launch_bounds__(wide_block_threads) run_plan_wide_columns(cons
   for (std::uint64_t i = blockIdx.x; i < count; i += gridDim.x) wide_columns(items[i], threadIdx.x, blockDim.x, st, acc);
 }
 
-// The most shared memory the wide-columns accumulator may take: above it
-// (d = 256), SpMV^T of wide nodes stays with the warp chunks.
-constexpr std::size_t wide_columns_max_bytes = 128 * 1024;
+// The most shared memory the wide-columns accumulator may take: two blocks of
+// 1024 threads per SM. f64 with d = 128 (128 KiB, one block per SM) measured
+// slower than the warp chunks (perf-log 9) and keeps them, as does d = 256.
+constexpr std::size_t wide_columns_max_bytes = 64 * 1024;
 
 template <class V>
 runtime::RuntimeConfig config_for(const DeviceMatrix<V>& a, runtime::Controller c) {
@@ -108,17 +120,16 @@ struct GpuSpmv<V>::Impl {
   runtime::Runtime<SpmvSetup<V>, SpmvState<V>> rt;
   DeviceBytes counts;  // items per recorded list (plan building)
   DeviceBytes lists;   // recorded items, lists back to back
-  NodeItem* list[plan_list_count] = {};
-  std::uint64_t count[plan_list_count] = {};
-  OutputOrder orders[2];  // the sparse items by block row (A) and by block column (A^T)
+  PlanBins plan{};
+  const NodeItem* wide_blocks = nullptr;  // the wide nodes in whole-block chunks (list_wide_blocks)
+  std::uint64_t wide_block_count = 0;
   int sms = 1;
-  int wide_columns_blocks = 0;  // resident blocks per SM of the SpMV^T wide agent; 0: not used
+  int wide_columns_blocks = 0;  // resident blocks per SM of run_plan_wide_columns; 0: not used
   SpmvPlanStats stats;
   // Entries per large-leaf item: about nnz / (32 warps per SM), at least 128
   // (one step of a warp): a matrix with few, big leaves (bcsstk13: 123 leaves
   // of ~700 entries) otherwise leaves most SMs idle; big matrices keep whole
-  // leaves (each item flushes its own accumulators). It is also the entry
-  // budget of an output-block run.
+  // leaves (each item flushes its own accumulators).
   std::uint32_t large_chunk = 128;
 
   Impl(const DeviceMatrix<V>& m, SpmvOptions o, cudaStream_t s)
@@ -150,9 +161,8 @@ struct GpuSpmv<V>::Impl {
     return st;
   }
 
-  // Two traversals through the runtime: one counts the items per list, one
-  // records them into lists of exactly that size. Then the sparse items are
-  // ordered by output block, once per orientation.
+  // Two traversals through the runtime: one counts the leaves per bin, one
+  // records them into lists of exactly that size.
   void build_plan() {
     const auto t0 = std::chrono::steady_clock::now();
     SpmvState<V> st = state(nullptr, nullptr, V(1));
@@ -165,70 +175,36 @@ struct GpuSpmv<V>::Impl {
     cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(leaf counts)");
     std::uint64_t total = 0;
     for (std::uint32_t l = 0; l < plan_list_count; ++l) total += n[l];
-    // The order indexes the sparse items with 32 bits.
-    if (n[bin_one] + n[bin_small] + n[bin_large] > 0xffffffffull)
-      throw Error("spmv: the plan has more than 2^32 sparse leaf items; use SpmvOptions::reuse_traversal = false");
     lists = DeviceBytes(std::max<std::uint64_t>(total, 1) * sizeof(NodeItem));
-    std::uint64_t offset = 0;
-    for (std::uint32_t l = 0; l < plan_list_count; ++l) {
-      list[l] = st.leaf_lists[l] = lists.as<NodeItem>() + offset;
-      count[l] = n[l];
-      offset += n[l];
-      if (l < leaf_bin_count) stats.leaves[l] = n[l];
+    std::uint64_t offset = 0, blocks = 0;
+    for (std::uint32_t b = 0; b < leaf_bin_count; ++b) {
+      st.leaf_lists[b] = lists.as<NodeItem>() + offset;
+      plan.items[b] = st.leaf_lists[b];
+      plan.count[b] = n[b];
+      plan.first_block[b] = blocks;
+      const std::uint32_t per_block = plan_block / leaf_threads_of(b);
+      blocks += (n[b] + per_block - 1) / per_block;
+      offset += n[b];
+      stats.leaves[b] = n[b];
     }
+    st.leaf_lists[list_wide_blocks] = lists.as<NodeItem>() + offset;
+    wide_blocks = st.leaf_lists[list_wide_blocks];
+    wide_block_count = n[list_wide_blocks];
+    const std::size_t wide_acc = (std::size_t{1} << (2 * st.log2d)) * sizeof(V);
+    if (wide_block_count > 0 && wide_acc <= wide_columns_max_bytes) {
+      cuda_check(cudaFuncSetAttribute(run_plan_wide_columns<V>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(wide_acc)),
+                 "cudaFuncSetAttribute(run_plan_wide_columns)");
+      cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&wide_columns_blocks, run_plan_wide_columns<V>,
+                                                               wide_block_threads, wide_acc),
+                 "cudaOccupancyMaxActiveBlocksPerMultiprocessor(run_plan_wide_columns)");
+    }
+    plan.first_block[leaf_bin_count] = blocks;
     cuda_check(cudaMemsetAsync(counts.get(), 0, counts.size(), stream), "cudaMemsetAsync(leaf counts)");
     rt.set_state(st);
     if (a->root() != null_ref) rt.run();
-    // Bins one, small and large lie back to back from list[bin_one].
-    const auto sparse = static_cast<std::uint32_t>(n[bin_one] + n[bin_small] + n[bin_large]);
-    const std::uint32_t b = a->shape().log2_node_size;
-    const RunBudget budget{large_chunk, 4 * 32};
-    for (int by_col = 0; by_col < 2; ++by_col) {
-      const std::uint64_t extent = by_col ? a->shape().cols : a->shape().rows;
-      orders[by_col] = order_by_output(list[bin_one], sparse, by_col != 0, (extent >> b) + 1, a->pool(), large_chunk,
-                                       budget, stream);
-      stats.output_runs[by_col] = orders[by_col].runs;
-    }
-    if (count[list_wide_blocks] > 0 && (std::size_t{1} << (2 * b)) * sizeof(V) <= wide_columns_max_bytes) {
-      const std::size_t bytes = (std::size_t{1} << (2 * b)) * sizeof(V);
-      cuda_check(cudaFuncSetAttribute(run_plan_wide_columns<V>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(bytes)),
-                 "cudaFuncSetAttribute(run_plan_wide_columns)");
-      cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&wide_columns_blocks, run_plan_wide_columns<V>,
-                                                               wide_block_threads, bytes),
-                 "cudaOccupancyMaxActiveBlocksPerMultiprocessor(run_plan_wide_columns)");
-    }
     cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(plan)");
     stats.traversal_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  }
-
-  void run_cached_plan(const SpmvState<V>& st) {
-    const OutputOrder& o = orders[st.transposed ? 1 : 0];
-    PlanLaunch p{list[bin_one], o.order.as<const std::uint32_t>(), o.run_starts.as<const std::uint32_t>(),
-                 o.runs, list[bin_dense], (o.runs + plan_block / 32 - 1) / (plan_block / 32)};
-    const std::uint64_t blocks = p.run_blocks + count[bin_dense];
-    if (blocks > 0x7fffffffu) throw Error("spmv: plan needs more than 2^31 blocks");
-    if (blocks != 0) {
-      const std::size_t shared = (plan_block / 32) * (std::size_t{1} << st.log2d) * sizeof(V);
-      static const int variant = std::getenv("HISPARSE_SPMV_PLAN_BLOCKS") ? std::atoi(std::getenv("HISPARSE_SPMV_PLAN_BLOCKS")) : 4;
-      if (variant == 8) run_plan<V, 8><<<static_cast<unsigned>(blocks), plan_block, shared, stream>>>(p, st);
-      else if (variant == 6) run_plan<V, 6><<<static_cast<unsigned>(blocks), plan_block, shared, stream>>>(p, st);
-      else run_plan<V, 4><<<static_cast<unsigned>(blocks), plan_block, shared, stream>>>(p, st);
-      cuda_check(cudaGetLastError(), "launch of run_plan");
-    }
-    static const bool wide_t = !std::getenv("HISPARSE_SPMV_WIDE_T") || std::atoi(std::getenv("HISPARSE_SPMV_WIDE_T")) != 0;
-    if (st.transposed && wide_columns_blocks > 0 && wide_t) {
-      const std::uint64_t items = count[list_wide_blocks];
-      const auto grid = static_cast<unsigned>(std::min<std::uint64_t>(items, std::uint64_t(wide_columns_blocks) * sms));
-      const std::size_t shared = (std::size_t{1} << (2 * st.log2d)) * sizeof(V);
-      run_plan_wide_columns<V><<<grid, wide_block_threads, shared, stream>>>(list[list_wide_blocks], items, st);
-      cuda_check(cudaGetLastError(), "launch of run_plan_wide_columns");
-    } else if (count[bin_wide] != 0) {
-      const std::uint64_t wide_blocks = (count[bin_wide] + plan_block / 32 - 1) / (plan_block / 32);
-      if (wide_blocks > 0x7fffffffu) throw Error("spmv: plan needs more than 2^31 blocks");
-      run_plan_wide<V><<<static_cast<unsigned>(wide_blocks), plan_block, 0, stream>>>(list[bin_wide], count[bin_wide], st);
-      cuda_check(cudaGetLastError(), "launch of run_plan_wide");
-    }
   }
 
   void operator()(const V* x, V* y, V alpha, V beta) {
@@ -242,9 +218,25 @@ struct GpuSpmv<V>::Impl {
     }
     ++stats.runs;
     if (a->root() == null_ref || alpha == V(0)) return;
-    const SpmvState<V> st = state(x, y, alpha);
+    SpmvState<V> st = state(x, y, alpha);
     if (options.reuse_traversal) {
-      run_cached_plan(st);
+      const std::uint64_t blocks = plan.first_block[bin_wide];
+      const std::uint64_t wide_chunk_blocks = plan.first_block[leaf_bin_count] - blocks;
+      if (blocks > 0x7fffffffu || wide_chunk_blocks > 0x7fffffffu) throw Error("spmv: plan needs more than 2^31 blocks");
+      if (blocks != 0) {
+        const std::size_t shared = (plan_block / 32) * (std::size_t{1} << st.log2d) * sizeof(V);
+        run_plan<V><<<static_cast<unsigned>(blocks), plan_block, shared, stream>>>(plan, st);
+        cuda_check(cudaGetLastError(), "launch of run_plan");
+      }
+      if (st.transposed && wide_columns_blocks > 0) {
+        const auto grid = static_cast<unsigned>(std::min<std::uint64_t>(wide_block_count, std::uint64_t(wide_columns_blocks) * sms));
+        const std::size_t shared = (std::size_t{1} << (2 * st.log2d)) * sizeof(V);
+        run_plan_wide_columns<V><<<grid, wide_block_threads, shared, stream>>>(wide_blocks, wide_block_count, st);
+        cuda_check(cudaGetLastError(), "launch of run_plan_wide_columns");
+      } else if (wide_chunk_blocks != 0) {
+        run_plan_wide<V><<<static_cast<unsigned>(wide_chunk_blocks), plan_block, 0, stream>>>(plan, st);
+        cuda_check(cudaGetLastError(), "launch of run_plan_wide");
+      }
       return;
     }
     rt.set_state(st);

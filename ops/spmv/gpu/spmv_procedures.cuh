@@ -5,9 +5,11 @@
 // leaf functions run under every runtime controller and in the cached plan.
 //
 // Accumulation: every leaf entry adds alpha*scale*a*x into y with an atomic
-// add. The order of those additions depends on scheduling, so results can
-// differ in the last bits between runs (not bit-reproducible); the host
-// reference sums in double and is the specification within rounding.
+// add (leaves of many entries first sum per output in shared memory, and in
+// f32 add four neighbouring outputs with one 16-byte atomic). The order of
+// those additions depends on scheduling, so results can differ in the last
+// bits between runs (not bit-reproducible); the host reference sums in double
+// and is the specification within rounding.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -59,7 +61,7 @@ struct SpmvState {
   const V* x;
   V* y;
   std::uint64_t y_size;  // op(A).rows()
-  bool y_vec4;           // y is 16-byte aligned (the plan's f32 flush adds four at a time)
+  bool y_vec4;           // y is 16-byte aligned: f32 accumulators are flushed four at a time
   // Plan building: with `record` set, inner nodes append leaves to the lists
   // (or only count them when the lists are null) instead of enqueueing them.
   bool record;
@@ -187,6 +189,44 @@ __device__ inline std::uint32_t coow_chunks(const std::byte* pool, NodeRef ref, 
   return (n + chunk - 1) / chunk;
 }
 
+// Adds k * acc[o] into y[out_base + o] for the touched outputs o < count and
+// clears acc; thread `tid` of `threads` (a warp's lanes or a block's threads).
+// An untouched output holds 0 and is skipped. In the f32 vector path (sm_90's
+// 16-byte atomic: one L2 operation for four outputs), a zero beside touched
+// ones is sent as -0.0, which leaves every value (even -0.0) unchanged, so
+// both paths give the same y. It needs y 16-byte aligned (st.y_vec4, checked
+// by the host) and all four outputs inside y (st.y_size).
+template <class V>
+__device__ inline void flush_outputs(V* acc, std::uint32_t count, std::uint64_t out_base, std::uint32_t tid,
+                                     std::uint32_t threads, const SpmvState<V>& st) {
+  if constexpr (sizeof(V) == 4) {
+    if (st.y_vec4 && count % 4 == 0) {
+      for (std::uint32_t q = tid; q < count / 4; q += threads) {
+        const float4 v = reinterpret_cast<const float4*>(acc)[q];
+        if (v.x == 0.f && v.y == 0.f && v.z == 0.f && v.w == 0.f) continue;
+        reinterpret_cast<float4*>(acc)[q] = make_float4(0.f, 0.f, 0.f, 0.f);
+        const std::uint64_t o = out_base + 4 * q;
+        if (o + 4 <= st.y_size) {
+          auto part = [&](float a) { return a != 0.f ? st.k * a : -0.f; };
+          atomicAdd(reinterpret_cast<float4*>(st.y + o), make_float4(part(v.x), part(v.y), part(v.z), part(v.w)));
+        } else {
+          const float a[4] = {v.x, v.y, v.z, v.w};
+          for (std::uint32_t j = 0; j < 4; ++j)
+            if (a[j] != 0.f) atomicAdd(st.y + o + j, st.k * a[j]);
+        }
+      }
+      return;
+    }
+  }
+  for (std::uint32_t o = tid; o < count; o += threads) {
+    const V v = acc[o];
+    if (v != V(0)) {
+      atomicAdd(st.y + out_base + o, st.k * v);
+      acc[o] = V(0);
+    }
+  }
+}
+
 // ---- leaf kernels: the work of one leaf, spread over `group` lanes ---------
 
 template <class V>
@@ -286,15 +326,7 @@ __device__ inline void leaf_coo_warp(const NodeItem& it, std::uint32_t lane, con
     }
   }
   __syncwarp();
-  const std::uint64_t out_base = (st.transposed ? it.bcol : it.brow) << st.log2d;
-  const std::uint32_t d = 1u << st.log2d;
-  for (std::uint32_t o = lane; o < d; o += 32) {
-    const V v = acc[o];
-    if (v != V(0)) {
-      atomicAdd(st.y + out_base + o, st.k * v);
-      acc[o] = V(0);
-    }
-  }
+  flush_outputs(acc, 1u << st.log2d, (st.transposed ? it.bcol : it.brow) << st.log2d, lane, 32, st);
   __syncwarp();
 }
 

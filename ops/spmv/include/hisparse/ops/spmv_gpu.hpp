@@ -31,8 +31,7 @@ struct SpmvOptions {
 
 struct SpmvPlanStats {
   std::array<std::uint64_t, 5> leaves{};  // items: COO1, small (<= 32), large, dense (1024-cell chunks), wide (128-entry chunks)
-  std::array<std::uint64_t, 2> output_runs{};  // the sparse leaves' runs of one output block: A, A^T
-  double traversal_ms = 0;                 // plan building (two traversals and two orders), host clock
+  double traversal_ms = 0;                 // plan building (two traversals), host clock
   std::uint64_t runs = 0;
 };
 
