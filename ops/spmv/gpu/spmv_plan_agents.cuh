@@ -21,20 +21,15 @@ namespace hisparse::ops::spmv_gpu {
 template <class V>
 __device__ inline void wide_columns(const NodeItem& it, std::uint32_t tid, std::uint32_t threads,
                                     const SpmvState<V>& st, V* acc) {
-  const std::byte* node = st.pool + ref_offset(it.ref);
-  const std::uint32_t n = *reinterpret_cast<const std::uint32_t*>(node);
-  const CooLayout l = coow_layout(n, sizeof(V));
-  const auto* c2 = reinterpret_cast<const uint2*>(node + l.coord_offset);
-  const V* vals = reinterpret_cast<const V*>(node + l.value_offset);
+  const CoowArrays<V> node = coow_arrays<V>(st.pool, it.ref);
   const std::uint32_t shift = 2 * st.log2d;
   const std::uint64_t row_base = it.brow << shift;
-  const std::uint32_t begin = it.level * wide_block_chunk, end = min(n, begin + wide_block_chunk);
+  const std::uint32_t begin = it.level * wide_block_chunk, end = min(node.count, begin + wide_block_chunk);
   for (std::uint32_t e = begin + 4 * tid; e < end; e += 4 * threads) {
     const std::uint32_t m = min(4u, end - e);
-    const uint2 w0 = c2[e / 2], w1 = c2[e / 2 + 1];
+    std::uint32_t words[4];
     V a[4];
-    load4(vals + e, a);
-    const std::uint32_t words[4] = {w0.x, w0.y, w1.x, w1.y};  // WideCoord: row in the low half
+    node.quad(e, words, a);
 #pragma unroll
     for (std::uint32_t j = 0; j < 4; ++j)
       if (j < m) atomicAdd(acc + (words[j] >> 16), a[j] * st.x[row_base | (words[j] & 0xFFFFu)]);

@@ -184,6 +184,30 @@ __host__ __device__ constexpr std::uint32_t dense_chunks(std::uint32_t log2d) {
   return cells <= dense_chunk ? 1u : cells / dense_chunk;
 }
 
+// A wide (COOW) node's arrays, read four entries at a time: two 8-byte
+// coordinate loads and one 16-byte value load (the arrays are padded to a
+// multiple of 4). A WideCoord word holds the row in its low half.
+template <class V>
+struct CoowArrays {
+  std::uint32_t count;
+  const uint2* coords;  // two WideCoords per uint2
+  const V* values;
+
+  // Entries e .. e + 3; e is a multiple of 4.
+  __device__ void quad(std::uint32_t e, std::uint32_t (&words)[4], V (&a)[4]) const {
+    const uint2 w0 = coords[e / 2], w1 = coords[e / 2 + 1];
+    words[0] = w0.x, words[1] = w0.y, words[2] = w1.x, words[3] = w1.y;
+    load4(values + e, a);
+  }
+};
+template <class V>
+__device__ inline CoowArrays<V> coow_arrays(const std::byte* pool, NodeRef ref) {
+  const std::byte* node = pool + ref_offset(ref);
+  const std::uint32_t n = *reinterpret_cast<const std::uint32_t*>(node);
+  const CooLayout l = coow_layout(n, sizeof(V));
+  return {n, reinterpret_cast<const uint2*>(node + l.coord_offset), reinterpret_cast<const V*>(node + l.value_offset)};
+}
+
 __device__ inline std::uint32_t coow_chunks(const std::byte* pool, NodeRef ref, std::uint32_t chunk = coow_chunk) {
   const std::uint32_t n = *reinterpret_cast<const std::uint32_t*>(pool + ref_offset(ref));
   return (n + chunk - 1) / chunk;
@@ -337,23 +361,18 @@ __device__ inline void leaf_coo_warp(const NodeItem& it, std::uint32_t lane, con
 // entries are row-major, so in SpMV (N) a heavy row's products collapse.
 template <class V>
 __device__ inline void leaf_coow(const NodeItem& it, std::uint32_t lane, const SpmvState<V>& st) {
-  const std::byte* node = st.pool + ref_offset(it.ref);
-  const std::uint32_t n = *reinterpret_cast<const std::uint32_t*>(node);
-  const CooLayout l = coow_layout(n, sizeof(V));
-  const auto* c2 = reinterpret_cast<const uint2*>(node + l.coord_offset);
-  const V* vals = reinterpret_cast<const V*>(node + l.value_offset);
+  const CoowArrays<V> node = coow_arrays<V>(st.pool, it.ref);
   const std::uint32_t shift = 2 * st.log2d;
   const std::uint64_t row_base = it.brow << shift, col_base = it.bcol << shift;
-  const std::uint32_t begin = it.level * coow_chunk, end = min(n, begin + coow_chunk);
+  const std::uint32_t begin = it.level * coow_chunk, end = min(node.count, begin + coow_chunk);
   for (std::uint32_t base = begin; base < end; base += 128) {  // uniform trip count: the whole warp merges
     const std::uint32_t e = base + 4 * lane;
     const std::uint32_t m = e < end ? min(4u, end - e) : 0u;
     OutputRun<V> run;
     if (m > 0) {
-      const uint2 w0 = c2[e / 2], w1 = c2[e / 2 + 1];
+      std::uint32_t words[4];
       V a[4];
-      load4(vals + e, a);
-      const std::uint32_t words[4] = {w0.x, w0.y, w1.x, w1.y};  // WideCoord: row in the low half
+      node.quad(e, words, a);
 #pragma unroll
       for (std::uint32_t j = 0; j < 4; ++j)
         if (j < m) run.add(st, row_base | (words[j] & 0xFFFFu), col_base | (words[j] >> 16), a[j]);
