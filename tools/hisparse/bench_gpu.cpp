@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <random>
 
 #include "bench.hpp"
@@ -151,6 +152,7 @@ std::vector<BenchRecord> bench_spmv(const Matrix<V>& host, const std::string& na
   Recorder rec(name, precision_name<V>(), o);
   std::mt19937_64 rng(12345);
   std::uniform_real_distribution<double> u(-1, 1);
+  std::optional<ops::GpuSpmv<V>> no_riders;
   for (bool t : {false, true}) {
     if (a.transposed() != t) a.transpose();
     const Matrix<V> op = t ? host.transpose() : host;
@@ -172,6 +174,11 @@ std::vector<BenchRecord> bench_spmv(const Matrix<V>& host, const std::string& na
       measure(t ? "spmv_t" : "spmv", impl, bytes, rel_error<V>(dy, ref), f);
     };
     if (o.spmv) record("hisparse", a.pool_bytes(), [&] { plan(dx.as<V>(), dy.as<V>(), V(1), V(0)); });
+    if (o.spmv && plan.stats().riders[t ? 1 : 0] > 0) {
+      // What the riders bring, where there are any: the same plan without.
+      if (!no_riders) no_riders.emplace(a, ops::SpmvOptions{.riders = false});
+      record("hisparse-no-riders", a.pool_bytes(), [&] { (*no_riders)(dx.as<V>(), dy.as<V>(), V(1), V(0)); });
+    }
     if (o.spmv && o.controllers) {
       // The paper's way: a full runtime traversal per call, under each controller.
       for (runtime::Controller c : runtime::all_controllers) {

@@ -2,11 +2,13 @@
 // plan building (recording the leaves once) and the plan's launch.
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <string>
 
 #include "hisparse/ops/spmv_gpu.hpp"
 #include "hisparse/runtime/runtime.cuh"
 #include "spmv_plan_agents.cuh"
+#include "spmv_plan_riders.cuh"
 #include "spmv_procedures.cuh"
 
 namespace hisparse::ops {
@@ -21,6 +23,8 @@ using SpmvSetup = runtime::QueueSetup<256, runtime::ProcedureQueues<InnerProcedu
                                   runtime::ProcedureQueues<LeafWide<V>>>;
 
 constexpr std::uint32_t plan_block = 256;
+// Riders are used where their entries are at least 1/rider_min_share of all.
+constexpr std::uint64_t rider_min_share = 32;
 
 // y = beta * y, with beta == 0 writing zeros (NaN in y must not leak).
 template <class V>
@@ -30,15 +34,24 @@ __global__ void scale_y(V* y, std::uint64_t n, V beta) {
 }
 
 // The recorded leaves of all bins in one launch: blocks [first[b], first[b+1])
-// serve bin b, each taking plan_block / threads-per-leaf leaves.
+// serve bin b, each taking plan_block / threads-per-leaf leaves. One per
+// orientation: the small bin's list differs (riders split off).
 struct PlanBins {
   const NodeItem* items[leaf_bin_count];
   std::uint64_t count[leaf_bin_count];
   std::uint64_t first_block[leaf_bin_count + 1];
 };
 
-template <std::uint32_t Bin, class V>
-__device__ void plan_bin(const PlanBins& p, std::uint64_t block, const SpmvState<V>& st, V* acc) {
+// The riders of one orientation (spmv_plan_riders.cuh). Apart from PlanBins:
+// a larger PlanBins alone raised run_plan's f64 spills (ptxas).
+struct PlanRiders {
+  const RiderRange* ranges = nullptr;  // per output block; null: no riders
+  const NodeItem* items = nullptr;
+};
+
+template <std::uint32_t Bin, bool Riders = false, class V>
+__device__ void plan_bin(const PlanBins& p, std::uint64_t block, const SpmvState<V>& st, V* acc,
+                         const PlanRiders& riders = {}) {
   constexpr std::uint32_t threads = leaf_threads<Bin>;
   constexpr std::uint32_t per_block = plan_block / threads;
   const std::uint64_t i = block * per_block + threadIdx.x / threads;
@@ -50,6 +63,17 @@ __device__ void plan_bin(const PlanBins& p, std::uint64_t block, const SpmvState
     if constexpr (Bin == bin_one) pending = leaf_one_pending<V>(it, st);
     else if (it) leaf_coo<V>(*it, threadIdx.x % threads, threads, st, &pending);
     warp_segmented_add(st.y, pending.key, pending.val, pending.valid);  // one call site: the whole warp
+  } else if constexpr (Bin == bin_large && Riders) {
+    if (!it) return;
+    const std::uint32_t lane = threadIdx.x % 32;
+    coo_warp_accumulate(*it, lane, st, acc);
+    if (it->level == 0) {
+      const RiderRange r = riders.ranges[st.transposed ? it->bcol : it->brow];
+      if (r.owner == i) riders_accumulate(r, riders.items, lane, st, acc);
+    }
+    __syncwarp();
+    flush_outputs(acc, 1u << st.log2d, (st.transposed ? it->bcol : it->brow) << st.log2d, lane, 32, st);
+    __syncwarp();
   } else if (it) {
     run_leaf<V>(Bin, *it, threadIdx.x % threads, threads, st, acc);
   }
@@ -58,9 +82,12 @@ __device__ void plan_bin(const PlanBins& p, std::uint64_t block, const SpmvState
 // The node bins (COO1, small, large, dense) in one launch. Its register
 // count sets the occupancy of the whole memory-bound sweep: 32 registers give
 // 8 blocks of 256 per multiprocessor; the wide bin has a launch of its own
-// so that its code does not raise that count (docs/perf-log.md).
-template <class V>
-__global__ void __launch_bounds__(plan_block, sizeof(V) == 4 ? 8 : 7) run_plan(PlanBins p, SpmvState<V> st) {
+// so that its code does not raise that count (docs/perf-log.md). With
+// Riders the large bin also sums its output block's riders: an instance of
+// its own, because that code spills under the same bound and slowed the
+// stencils (which have no riders) by 5-10% (perf-log 13).
+template <class V, bool Riders>
+__global__ void __launch_bounds__(plan_block, sizeof(V) == 4 ? 8 : 7) run_plan(PlanBins p, SpmvState<V> st, PlanRiders riders) {
   // d accumulators per warp for the large bin, zero on entry (see leaf_coo_warp).
   extern __shared__ __align__(16) unsigned char plan_shared[];
   V* acc = reinterpret_cast<V*>(plan_shared) + (threadIdx.x / 32) * (1u << st.log2d);
@@ -71,7 +98,7 @@ __global__ void __launch_bounds__(plan_block, sizeof(V) == 4 ? 8 : 7) run_plan(P
   }
   if (b < p.first_block[1]) plan_bin<bin_one>(p, b, st, acc);
   else if (b < p.first_block[2]) plan_bin<bin_small>(p, b - p.first_block[1], st, acc);
-  else if (b < p.first_block[3]) plan_bin<bin_large>(p, b - p.first_block[2], st, acc);
+  else if (b < p.first_block[3]) plan_bin<bin_large, Riders>(p, b - p.first_block[2], st, acc, riders);
   else plan_bin<bin_dense>(p, b - p.first_block[3], st, acc);
 }
 
@@ -120,7 +147,10 @@ struct GpuSpmv<V>::Impl {
   runtime::Runtime<SpmvSetup<V>, SpmvState<V>> rt;
   DeviceBytes counts;  // items per recorded list (plan building)
   DeviceBytes lists;   // recorded items, lists back to back
-  PlanBins plan{};
+  PlanBins plan{};           // as recorded (the small bin in traversal order)
+  PlanBins oriented[2]{};    // what runs, for A and for A^T: the small bin by output block, riders split off
+  PlanRiders rider_lists[2]{};
+  RiderPlan riders[2];
   const NodeItem* wide_blocks = nullptr;  // the wide nodes in whole-block chunks (list_wide_blocks)
   std::uint64_t wide_block_count = 0;
   int sms = 1;
@@ -204,7 +234,44 @@ struct GpuSpmv<V>::Impl {
     rt.set_state(st);
     if (a->root() != null_ref) rt.run();
     cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(plan)");
+    for (int o = 0; o < 2; ++o) orient(o);
     stats.traversal_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+  // The plan for A (o = 0) or A^T (o = 1): riders of each output block's
+  // large leaf split off the small bin (spmv_plan_riders.cuh), the block
+  // ranges of the bins after the small one moved to its new length.
+  void orient(int o) {
+    PlanBins& p = oriented[o];
+    p = plan;
+    const std::uint64_t n_small = plan.count[bin_small], n_large = plan.count[bin_large];
+    constexpr std::uint64_t u32_max = std::numeric_limits<std::uint32_t>::max();
+    if (!options.riders || n_small == 0 || n_large == 0 || n_small >= u32_max || n_large >= u32_max) return;
+    const Shape& shape = a->shape();
+    const std::uint64_t extent = o == 0 ? shape.rows : shape.cols;
+    const std::uint64_t blocks = (extent + shape.node_size() - 1) >> shape.log2_node_size;
+    riders[o] = plan_riders(a->pool(), plan.items[bin_small], n_small, plan.items[bin_large], n_large, o == 1, blocks,
+                            stream);
+    // The riders' instance of run_plan spills more under the same register
+    // bound, which every item pays: worth it only where riders carry a fair
+    // share of the products (the circuit: 20%; the 27-point stencil: 0.006%,
+    // 4% slower with them).
+    if (riders[o].rider_entries * rider_min_share < a->nnz()) {
+      riders[o] = RiderPlan{};
+      return;
+    }
+    const std::uint64_t r = riders[o].riders;
+    stats.riders[o] = r;
+    p.items[bin_small] = riders[o].items.template as<NodeItem>() + r;
+    p.count[bin_small] = n_small - r;
+    rider_lists[o] = PlanRiders{riders[o].ranges.template as<RiderRange>(), riders[o].items.template as<NodeItem>()};
+    std::uint64_t first = 0;
+    for (std::uint32_t b = 0; b < leaf_bin_count; ++b) {
+      p.first_block[b] = first;
+      const std::uint32_t per_block = plan_block / leaf_threads_of(b);
+      first += (p.count[b] + per_block - 1) / per_block;
+    }
+    p.first_block[leaf_bin_count] = first;
   }
 
   void operator()(const V* x, V* y, V alpha, V beta) {
@@ -220,12 +287,17 @@ struct GpuSpmv<V>::Impl {
     if (a->root() == null_ref || alpha == V(0)) return;
     SpmvState<V> st = state(x, y, alpha);
     if (options.reuse_traversal) {
+      const PlanBins& plan = oriented[st.transposed ? 1 : 0];
+      const PlanRiders& riding = rider_lists[st.transposed ? 1 : 0];
       const std::uint64_t blocks = plan.first_block[bin_wide];
       const std::uint64_t wide_chunk_blocks = plan.first_block[leaf_bin_count] - blocks;
       if (blocks > 0x7fffffffu || wide_chunk_blocks > 0x7fffffffu) throw Error("spmv: plan needs more than 2^31 blocks");
       if (blocks != 0) {
         const std::size_t shared = (plan_block / 32) * (std::size_t{1} << st.log2d) * sizeof(V);
-        run_plan<V><<<static_cast<unsigned>(blocks), plan_block, shared, stream>>>(plan, st);
+        if (riding.ranges)
+          run_plan<V, true><<<static_cast<unsigned>(blocks), plan_block, shared, stream>>>(plan, st, riding);
+        else
+          run_plan<V, false><<<static_cast<unsigned>(blocks), plan_block, shared, stream>>>(plan, st, riding);
         cuda_check(cudaGetLastError(), "launch of run_plan");
       }
       if (st.transposed && wide_columns_blocks > 0) {

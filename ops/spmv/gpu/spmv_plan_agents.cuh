@@ -1,5 +1,20 @@
 #pragma once
-// Agent of the cached SpMV plan (spmv_gpu.cu) for SpMV^T of wide (COOW)
+// Agents of the cached SpMV plan (spmv_gpu.cu): riders of large leaves, and
+// SpMV^T of wide nodes.
+//
+// Riders. A small leaf (<= 32 entries) adds its products into y with global
+// atomics, one per output it touches; where a line crosses many block rows
+// (the circuit's dense columns in A, its dense rows in A^T) every entry is a
+// different output, one scattered atomic each (2 M on the circuit family).
+// When the leaf's output block is also a large leaf's, the large leaf's warp
+// already holds that block's d outputs in shared memory and adds them into y
+// once: the plan hands it the small leaves of its output block as riders
+// (spmv_plan_riders.cuh decides which), so their products ride along in that
+// flush. A block with more than rider_max small leaves (a long line along
+// the output) keeps them in the small bin, where the warp merge collapses
+// them, so that no warp is left alone with a long line (perf-log 9).
+//
+// Wide nodes in SpMV^T. Wide (COOW)
 // nodes. Their entries are row-major, so in A^T a chunk's outputs (columns)
 // are scattered: a warp chunk (leaf_coow) can merge almost none of them and
 // adds one global atomic per entry (16 M for R-MAT scale 20). A block instead
@@ -13,6 +28,58 @@
 #include "spmv_procedures.cuh"
 
 namespace hisparse::ops::spmv_gpu {
+
+inline constexpr std::uint32_t rider_max = 16;      // small leaves per large leaf, at most
+inline constexpr std::uint32_t no_owner = ~0u;
+// Per output block and orientation: the large-bin item that takes the
+// block's riders (no_owner: none) and where they lie in the rider list.
+struct RiderRange {
+  std::uint32_t owner;
+  std::uint32_t first;
+  std::uint32_t count;
+  std::uint32_t unused;
+};
+static_assert(sizeof(RiderRange) == 16, "one 16-byte load per large item");
+
+// A rider's products into `acc` (its output block's d outputs), lane `lane8`
+// of the 8 that share it: a small leaf has at most 32 entries, so one quad
+// (COO4) or four single entries (COO2) per lane. One shared add per entry, no
+// run merging: this code shares run_plan's 32 registers, and the riders that
+// the plan picks cross the output (their outputs are distinct).
+template <class V>
+__device__ inline void rider_accumulate(const NodeItem& r, std::uint32_t lane8, const SpmvState<V>& st, V* acc) {
+  const std::uint64_t in_base = (st.transposed ? r.brow : r.bcol) << st.log2d;
+  auto add = [&](std::uint32_t row, std::uint32_t col, V a) {
+    atomicAdd(acc + (st.transposed ? col : row), a * st.x[in_base | (st.transposed ? row : col)]);
+  };
+  if (ref_type(r.ref) == NodeType::coo4) {
+    const std::byte* node = st.pool + ref_offset(r.ref);
+    const std::uint32_t n = *reinterpret_cast<const std::uint32_t*>(node);
+    if (4 * lane8 >= n) return;
+    const CooLayout l = coo_layout(NodeType::coo4, n, sizeof(V));
+    const uint2 cw = reinterpret_cast<const uint2*>(node + l.coord_offset)[lane8];
+    V a[4];
+    load4(reinterpret_cast<const V*>(node + l.value_offset) + 4 * lane8, a);
+    const std::uint32_t words[2] = {cw.x, cw.y};
+    const std::uint32_t m = min(4u, n - 4 * lane8);
+#pragma unroll
+    for (std::uint32_t j = 0; j < 4; ++j)
+      if (j < m) {
+        const std::uint32_t w = words[j / 2] >> (16 * (j % 2));
+        add(w & 0xFFu, (w >> 8) & 0xFFu, a[j]);
+      }
+  } else {
+    const CooView<V> v = coo_view<V>(st.pool, r.ref);
+    for (std::uint32_t i = lane8; i < v.count; i += 8) add(v.coords[i].row, v.coords[i].col, v.values[i]);
+  }
+}
+
+// The riders of a large item's output block, four at a time across the warp.
+template <class V>
+__device__ inline void riders_accumulate(const RiderRange& range, const NodeItem* riders, std::uint32_t lane,
+                                         const SpmvState<V>& st, V* acc) {
+  for (std::uint32_t k = lane / 8; k < range.count; k += 4) rider_accumulate(riders[range.first + k], lane % 8, st, acc);
+}
 
 // SpMV^T of one chunk of a wide (COOW) node (`level` holds the chunk index)
 // by a whole block: thread `tid` of `threads` adds its four entries' products

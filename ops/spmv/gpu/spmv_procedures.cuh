@@ -320,9 +320,11 @@ __device__ inline void leaf_coo(const NodeItem& it, std::uint32_t lane, std::uin
 // Products gather in a shared-memory row (N) or column (T) segment of d
 // values, then one global atomic per touched output: the same work for A
 // and A^T, and about a third of the global atomics of one per entry on a
-// stencil's diagonal blocks. `acc` holds d zeros on entry and on exit.
+// stencil's diagonal blocks. This half sums the item's chunk into `acc`;
+// leaf_coo_warp below adds the flush (the plan adds its riders between the
+// two: spmv_plan_agents.cuh).
 template <class V>
-__device__ inline void leaf_coo_warp(const NodeItem& it, std::uint32_t lane, const SpmvState<V>& st, V* acc) {
+__device__ inline void coo_warp_accumulate(const NodeItem& it, std::uint32_t lane, const SpmvState<V>& st, V* acc) {
   const std::byte* node = st.pool + ref_offset(it.ref);
   const std::uint32_t n = *reinterpret_cast<const std::uint32_t*>(node);
   const CooLayout l = coo_layout(NodeType::coo4, n, sizeof(V));
@@ -349,6 +351,13 @@ __device__ inline void leaf_coo_warp(const NodeItem& it, std::uint32_t lane, con
       }
     }
   }
+}
+
+// The whole large-bin item: sum, then add the touched outputs into y.
+// `acc` holds d zeros on entry and on exit.
+template <class V>
+__device__ inline void leaf_coo_warp(const NodeItem& it, std::uint32_t lane, const SpmvState<V>& st, V* acc) {
+  coo_warp_accumulate(it, lane, st, acc);
   __syncwarp();
   flush_outputs(acc, 1u << st.log2d, (st.transposed ? it.bcol : it.brow) << st.log2d, lane, 32, st);
   __syncwarp();

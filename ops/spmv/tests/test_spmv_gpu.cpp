@@ -194,6 +194,58 @@ TEST(SpmvGpu, ExtremeShapes) {
   }
 }
 
+// Riders: small leaves summed with the large leaf of their output block
+// (the circuit's pattern: a band of large diagonal leaves crossed by sparse
+// dense lines). Row 700's block row holds more small leaves than a large
+// leaf takes (they stay in the small bin), and block rows without a large
+// leaf have nobody to ride with. The plan must use riders in both
+// orientations, and give the host's result.
+namespace {
+
+template <class V>
+Coo<V> circuit_like(std::mt19937_64& rng) {
+  const index_t n = 6000, band_end = 4000;
+  Coo<V> c{n, n, {}, {}, {}};
+  for (index_t i = 0; i < band_end; ++i)
+    for (index_t j = i > 0 ? i - 1 : 0; j <= std::min(i + 1, n - 1); ++j) c.push(i, j, random_value<V>(rng));
+  for (index_t line : {index_t{1000}, index_t{3100}, index_t{5500}})
+    for (index_t k = 0; k < n; ++k)
+      if (rng() % 4 == 0 && (k + 1 < line || k > line + 1)) {
+        c.push(line, k, random_value<V>(rng));
+        if (k != 700) c.push(k, line, random_value<V>(rng));
+      }
+  for (index_t k = 0; k < n; k += 2)
+    if (k + 1 < 700 || k > 701) c.push(700, k, random_value<V>(rng));
+  return c;
+}
+
+template <class V>
+void check_riders(std::uint32_t node_size, std::mt19937_64& rng) {
+  const Matrix<V> host = build_matrix(circuit_like<V>(rng), node_size);
+  DeviceMatrix<V> dev(host);
+  ops::GpuSpmv<V> plan(dev);
+  EXPECT_GT(plan.stats().riders[0], 0u) << "d " << node_size;
+  EXPECT_GT(plan.stats().riders[1], 0u) << "d " << node_size;
+  EXPECT_LT(plan.stats().riders[0], plan.stats().leaves[1]) << "every small leaf rode, d " << node_size;
+  for (bool t : {false, true}) {
+    check<V>(host, plan, dev, V(1), V(0), rng, "riders d" + std::to_string(node_size));
+    check<V>(host, plan, dev, V(-0.5), V(2), rng, "riders d" + std::to_string(node_size));
+    dev.transpose();
+    (void)t;
+  }
+}
+
+}  // namespace
+
+TEST(SpmvGpu, RidersOfLargeLeaves) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  check_riders<float>(32, rng);
+  check_riders<double>(64, rng);
+  check_riders<float>(128, rng);
+}
+
 // Vectors that do not start on a 16-byte boundary (a user's y + 1): the
 // plan's f32 flush adds four outputs at a time only into aligned y.
 TEST(SpmvGpu, UnalignedVectors) {

@@ -27,11 +27,16 @@ struct SpmvOptions {
   // persistent, which is fastest there.
   runtime::Controller controller = runtime::Controller::host_loop;
   bool reuse_traversal = true;
+  // With the reused traversal: small leaves of a large leaf's output block
+  // are summed in that leaf's shared accumulator and flushed with it
+  // (docs/ops.md, "riders"). Off only to measure what they bring.
+  bool riders = true;
 };
 
 struct SpmvPlanStats {
   std::array<std::uint64_t, 5> leaves{};  // items: COO1, small (<= 32), large, dense (1024-cell chunks), wide (128-entry chunks)
-  double traversal_ms = 0;                 // plan building (two traversals), host clock
+  std::array<std::uint64_t, 2> riders{};   // small leaves summed with a large leaf of their output block: A, A^T
+  double traversal_ms = 0;                 // plan building (two traversals and the rider sorts), host clock
   std::uint64_t runs = 0;
 };
 
