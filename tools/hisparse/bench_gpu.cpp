@@ -176,7 +176,7 @@ std::vector<BenchRecord> bench_spmv(const Matrix<V>& host, const std::string& na
     if (o.spmv) record("hisparse", a.pool_bytes(), [&] { plan(dx.as<V>(), dy.as<V>(), V(1), V(0)); });
     if (o.spmv && plan.stats().riders[t ? 1 : 0] > 0) {
       // What the riders bring, where there are any: the same plan without.
-      if (!no_riders) no_riders.emplace(a, ops::SpmvOptions{.riders = false});
+      if (!no_riders) no_riders.emplace(a, ops::SpmvOptions{.riders = ops::SpmvOptions::Riders::never});
       record("hisparse-no-riders", a.pool_bytes(), [&] { (*no_riders)(dx.as<V>(), dy.as<V>(), V(1), V(0)); });
     }
     if (o.spmv && o.controllers) {

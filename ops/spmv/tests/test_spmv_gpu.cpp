@@ -154,6 +154,8 @@ TEST(SpmvGpu, WideNodes) {
     const std::string how = reuse ? " plan" : " runtime";
     check_all_states(build_wide(random_coo<double>(3000, 1700, 30000, rng), 16), opt, rng, "random d16" + how);
     check_all_states(build_wide(random_coo<float>(200000, 150000, 400000, rng), 128), opt, rng, "random d128 f32" + how);
+    // f64, d = 128 (the R-MAT family's shape): its SpMV^T keeps the warp chunks.
+    check_all_states(build_wide(random_coo<double>(150000, 200000, 300000, rng), 128), opt, rng, "random d128 f64" + how);
     check_all_states(build_wide(random_coo<double>(4096, 4096, 8000, rng), 64), opt, rng, "wide root, chunks" + how);
     check_all_states(build_wide(heavy_lines(60000, 20000), 32), opt, rng, "heavy lines" + how);
     // d = 256: a wide node's 65536 columns exceed the plan's shared
@@ -223,7 +225,10 @@ template <class V>
 void check_riders(std::uint32_t node_size, std::mt19937_64& rng) {
   const Matrix<V> host = build_matrix(circuit_like<V>(rng), node_size);
   DeviceMatrix<V> dev(host);
-  ops::GpuSpmv<V> plan(dev);
+  // Automatic: this matrix's ~100 large leaves do not fill the GPU, so the
+  // small leaves keep their own warps.
+  EXPECT_EQ(ops::GpuSpmv<V>(dev).stats().riders[0], 0u) << "d " << node_size;
+  ops::GpuSpmv<V> plan(dev, ops::SpmvOptions{.riders = ops::SpmvOptions::Riders::always});
   EXPECT_GT(plan.stats().riders[0], 0u) << "d " << node_size;
   EXPECT_GT(plan.stats().riders[1], 0u) << "d " << node_size;
   EXPECT_LT(plan.stats().riders[0], plan.stats().leaves[1]) << "every small leaf rode, d " << node_size;

@@ -28,9 +28,13 @@ struct SpmvOptions {
   runtime::Controller controller = runtime::Controller::host_loop;
   bool reuse_traversal = true;
   // With the reused traversal: small leaves of a large leaf's output block
-  // are summed in that leaf's shared accumulator and flushed with it
-  // (docs/ops.md, "riders"). Off only to measure what they bring.
-  bool riders = true;
+  // summed in that leaf's shared accumulator and flushed with it (docs/ops.md,
+  // "Riders"). automatic: where they carry at least 1/32 of the entries and
+  // the large leaves alone fill the GPU's warp slots (on a small matrix they
+  // would put on a few warps what idle ones do side by side); always: wherever
+  // a small leaf can ride (tests); never: to measure what they bring.
+  enum class Riders { automatic, always, never };
+  Riders riders = Riders::automatic;
 };
 
 struct SpmvPlanStats {
