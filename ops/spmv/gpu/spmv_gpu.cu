@@ -265,7 +265,8 @@ struct GpuSpmv<V>::Impl {
     // share of the products (the circuit: 20%; the 27-point stencil: 0.006%,
     // 4% slower with them). The warp-slot rule above: on the SuiteSparse set
     // riders made fe_4elt2 0.012 -> 0.018 ms, rajat01 0.018 -> 0.022.
-    if (options.riders == Riders::automatic && riders[o].rider_entries * rider_min_share < a->nnz()) {
+    if (riders[o].riders == 0 ||
+        (options.riders == Riders::automatic && riders[o].rider_entries * rider_min_share < a->nnz())) {
       riders[o] = RiderPlan{};
       return;
     }
