@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(wide_block_threads) run_plan_wide_columns(cons
   V* acc = reinterpret_cast<V*>(wide_shared);
   for (std::uint32_t i = threadIdx.x; i < (1u << (2 * st.log2d)); i += blockDim.x) acc[i] = V(0);
   __syncthreads();
-  for (std::uint64_t i = blockIdx.x; i < count; i += gridDim.x) wide_columns(items[i], threadIdx.x, blockDim.x, st, acc);
+  for (std::uint64_t i = blockIdx.x; i < count; i += gridDim.x) wide_columns(items[i], threadIdx.x, st, acc);
 }
 
 // The most shared memory the wide-columns accumulator may take: two blocks of

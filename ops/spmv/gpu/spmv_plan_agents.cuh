@@ -14,13 +14,12 @@
 // the output) keeps them in the small bin, where the warp merge collapses
 // them, so that no warp is left alone with a long line (perf-log 9).
 //
-// Wide nodes in SpMV^T. Wide (COOW)
-// nodes. Their entries are row-major, so in A^T a chunk's outputs (columns)
-// are scattered: a warp chunk (leaf_coow) can merge almost none of them and
-// adds one global atomic per entry (16 M for R-MAT scale 20). A block instead
-// sums a chunk of 4096 entries into a shared accumulator of the node's d^2
-// columns and adds only the touched ones, four at a time in f32 (R-MAT: about
-// one global operation per distinct column and node, 5.8 M).
+// Wide nodes in SpMV^T. A wide (COOW) node's entries are row-major, so in
+// A^T a chunk's outputs (columns) are scattered: a warp chunk (leaf_coow) can
+// merge almost none of them and adds one global atomic per entry (16 M for
+// R-MAT scale 20). A block instead sums a chunk of 4096 entries into a shared
+// accumulator of the node's d^2 columns and adds only the touched ones (R-MAT:
+// one global atomic per distinct column and node, 5.8 M).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -81,20 +80,31 @@ __device__ inline void riders_accumulate(const RiderRange& range, const NodeItem
   for (std::uint32_t k = lane / 8; k < range.count; k += 4) rider_accumulate(riders[range.first + k], lane % 8, st, acc);
 }
 
+// Reads and clears a shared accumulator slot in one native shared atomic
+// (an exchange; float adds are compare-and-swap loops on sm_90).
+__device__ inline float take(float* p) { return atomicExch(p, 0.f); }
+__device__ inline double take(double* p) {
+  return __longlong_as_double(static_cast<long long>(atomicExch(reinterpret_cast<unsigned long long*>(p), 0ull)));
+}
+
 // SpMV^T of one chunk of a wide (COOW) node (`level` holds the chunk index)
-// by a whole block: thread `tid` of `threads` adds its four entries' products
-// into acc[column], then the block adds the touched columns into y. `acc`:
-// the node's d^2 columns, zeros on entry and on exit. Calls __syncthreads.
+// by a whole block: thread `tid` of the block's threads adds its four
+// entries' products into acc[column]; then each thread takes the sums of its
+// own entries' columns (the first to reach a column gets it, the others 0)
+// and adds them into y. A hypersparse node touches ~1 400 of its 16 384
+// columns, so this costs less than scanning the whole accumulator per chunk
+// (perf-log 16). `acc`: the node's d^2 columns, zeros on entry and on exit.
+// Calls __syncthreads.
 template <class V>
-__device__ inline void wide_columns(const NodeItem& it, std::uint32_t tid, std::uint32_t threads,
-                                    const SpmvState<V>& st, V* acc) {
+__device__ inline void wide_columns(const NodeItem& it, std::uint32_t tid, const SpmvState<V>& st, V* acc) {
+  static_assert(wide_block_chunk == 4 * wide_block_threads, "a thread takes one quad of a chunk");
   const CoowArrays<V> node = coow_arrays<V>(st.pool, it.ref);
   const std::uint32_t shift = 2 * st.log2d;
-  const std::uint64_t row_base = it.brow << shift;
-  const std::uint32_t begin = it.level * wide_block_chunk, end = min(node.count, begin + wide_block_chunk);
-  for (std::uint32_t e = begin + 4 * tid; e < end; e += 4 * threads) {
-    const std::uint32_t m = min(4u, end - e);
-    std::uint32_t words[4];
+  const std::uint64_t row_base = it.brow << shift, col_base = it.bcol << shift;
+  const std::uint32_t e = it.level * wide_block_chunk + 4 * tid;
+  const std::uint32_t m = e < node.count ? min(4u, node.count - e) : 0u;
+  std::uint32_t words[4] = {0, 0, 0, 0};
+  if (m > 0) {
     V a[4];
     node.quad(e, words, a);
 #pragma unroll
@@ -102,7 +112,14 @@ __device__ inline void wide_columns(const NodeItem& it, std::uint32_t tid, std::
       if (j < m) atomicAdd(acc + (words[j] >> 16), a[j] * st.x[row_base | (words[j] & 0xFFFFu)]);
   }
   __syncthreads();
-  flush_outputs(acc, 1u << shift, it.bcol << shift, tid, threads, st);
+#pragma unroll
+  for (std::uint32_t j = 0; j < 4; ++j) {
+    if (j < m) {
+      const std::uint32_t col = words[j] >> 16;
+      const V v = take(acc + col);
+      if (v != V(0)) atomicAdd(st.y + (col_base | col), st.k * v);
+    }
+  }
   __syncthreads();
 }
 
