@@ -42,6 +42,17 @@ struct PlanBins {
   std::uint64_t first_block[leaf_bin_count + 1];
 };
 
+// Each bin's first block in the launch, from the bins' item counts.
+inline void assign_blocks(PlanBins& p) {
+  std::uint64_t first = 0;
+  for (std::uint32_t b = 0; b < leaf_bin_count; ++b) {
+    p.first_block[b] = first;
+    const std::uint32_t per_block = plan_block / leaf_threads_of(b);
+    first += (p.count[b] + per_block - 1) / per_block;
+  }
+  p.first_block[leaf_bin_count] = first;
+}
+
 // The riders of one orientation (spmv_plan_riders.cuh). Apart from PlanBins:
 // a larger PlanBins alone raised run_plan's f64 spills (ptxas).
 struct PlanRiders {
@@ -66,14 +77,12 @@ __device__ void plan_bin(const PlanBins& p, std::uint64_t block, const SpmvState
   } else if constexpr (Bin == bin_large && Riders) {
     if (!it) return;
     const std::uint32_t lane = threadIdx.x % 32;
-    coo_warp_accumulate(*it, lane, st, acc);
+    large_chunk_to_acc(*it, lane, st, acc);
     if (it->level == 0) {
       const RiderRange r = riders.ranges[st.transposed ? it->bcol : it->brow];
       if (r.owner == i) riders_accumulate(r, riders.items, lane, st, acc);
     }
-    __syncwarp();
-    flush_outputs(acc, 1u << st.log2d, (st.transposed ? it->bcol : it->brow) << st.log2d, lane, 32, st);
-    __syncwarp();
+    flush_large(*it, lane, st, acc);
   } else if (it) {
     run_leaf<V>(Bin, *it, threadIdx.x % threads, threads, st, acc);
   }
@@ -211,17 +220,15 @@ struct GpuSpmv<V>::Impl {
     std::uint64_t total = 0;
     for (std::uint32_t l = 0; l < plan_list_count; ++l) total += n[l];
     lists = DeviceBytes(std::max<std::uint64_t>(total, 1) * sizeof(NodeItem));
-    std::uint64_t offset = 0, blocks = 0;
+    std::uint64_t offset = 0;
     for (std::uint32_t b = 0; b < leaf_bin_count; ++b) {
       st.leaf_lists[b] = lists.as<NodeItem>() + offset;
       plan.items[b] = st.leaf_lists[b];
       plan.count[b] = n[b];
-      plan.first_block[b] = blocks;
-      const std::uint32_t per_block = plan_block / leaf_threads_of(b);
-      blocks += (n[b] + per_block - 1) / per_block;
       offset += n[b];
       stats.leaves[b] = n[b];
     }
+    assign_blocks(plan);
     st.leaf_lists[list_wide_blocks] = lists.as<NodeItem>() + offset;
     wide_blocks = st.leaf_lists[list_wide_blocks];
     wide_block_count = n[list_wide_blocks];
@@ -234,7 +241,6 @@ struct GpuSpmv<V>::Impl {
                                                                wide_block_threads, wide_acc),
                  "cudaOccupancyMaxActiveBlocksPerMultiprocessor(run_plan_wide_columns)");
     }
-    plan.first_block[leaf_bin_count] = blocks;
     cuda_check(cudaMemsetAsync(counts.get(), 0, counts.size(), stream), "cudaMemsetAsync(leaf counts)");
     rt.set_state(st);
     if (a->root() != null_ref) rt.run();
@@ -275,13 +281,7 @@ struct GpuSpmv<V>::Impl {
     p.items[bin_small] = riders[o].items.template as<NodeItem>() + r;
     p.count[bin_small] = n_small - r;
     rider_lists[o] = PlanRiders{riders[o].ranges.template as<RiderRange>(), riders[o].items.template as<NodeItem>()};
-    std::uint64_t first = 0;
-    for (std::uint32_t b = 0; b < leaf_bin_count; ++b) {
-      p.first_block[b] = first;
-      const std::uint32_t per_block = plan_block / leaf_threads_of(b);
-      first += (p.count[b] + per_block - 1) / per_block;
-    }
-    p.first_block[leaf_bin_count] = first;
+    assign_blocks(p);
   }
 
   void operator()(const V* x, V* y, V alpha, V beta) {

@@ -47,29 +47,15 @@ static_assert(sizeof(RiderRange) == 16, "one 16-byte load per large item");
 // the plan picks cross the output (their outputs are distinct).
 template <class V>
 __device__ inline void rider_accumulate(const NodeItem& r, std::uint32_t lane8, const SpmvState<V>& st, V* acc) {
-  const std::uint64_t in_base = (st.transposed ? r.brow : r.bcol) << st.log2d;
-  auto add = [&](std::uint32_t row, std::uint32_t col, V a) {
-    atomicAdd(acc + (st.transposed ? col : row), a * st.x[in_base | (st.transposed ? row : col)]);
-  };
   if (ref_type(r.ref) == NodeType::coo4) {
-    const std::byte* node = st.pool + ref_offset(r.ref);
-    const std::uint32_t n = *reinterpret_cast<const std::uint32_t*>(node);
-    if (4 * lane8 >= n) return;
-    const CooLayout l = coo_layout(NodeType::coo4, n, sizeof(V));
-    const uint2 cw = reinterpret_cast<const uint2*>(node + l.coord_offset)[lane8];
-    V a[4];
-    load4(reinterpret_cast<const V*>(node + l.value_offset) + 4 * lane8, a);
-    const std::uint32_t words[2] = {cw.x, cw.y};
-    const std::uint32_t m = min(4u, n - 4 * lane8);
-#pragma unroll
-    for (std::uint32_t j = 0; j < 4; ++j)
-      if (j < m) {
-        const std::uint32_t w = words[j / 2] >> (16 * (j % 2));
-        add(w & 0xFFu, (w >> 8) & 0xFFu, a[j]);
-      }
-  } else {
-    const CooView<V> v = coo_view<V>(st.pool, r.ref);
-    for (std::uint32_t i = lane8; i < v.count; i += 8) add(v.coords[i].row, v.coords[i].col, v.values[i]);
+    coo4_to_acc(r, 0, small_leaf_max, lane8, 8, st, acc);
+    return;
+  }
+  const std::uint64_t in_base = (st.transposed ? r.brow : r.bcol) << st.log2d;
+  const CooView<V> v = coo_view<V>(st.pool, r.ref);
+  for (std::uint32_t i = lane8; i < v.count; i += 8) {
+    const LocalCoord c = v.coords[i];
+    atomicAdd(acc + (st.transposed ? c.col : c.row), v.values[i] * st.x[in_base | (st.transposed ? c.row : c.col)]);
   }
 }
 

@@ -316,27 +316,24 @@ __device__ inline void leaf_coo(const NodeItem& it, std::uint32_t lane, std::uin
   }
 }
 
-// Many entries (COO4, > 32): a warp per leaf, 4 entries per lane per step.
-// Products gather in a shared-memory row (N) or column (T) segment of d
-// values, then one global atomic per touched output: the same work for A
-// and A^T, and about a third of the global atomics of one per entry on a
-// stencil's diagonal blocks. This half sums the item's chunk into `acc`;
-// leaf_coo_warp below adds the flush (the plan adds its riders between the
-// two: spmv_plan_agents.cuh).
+// Products of a COO4 leaf's entries [begin, min(n, begin + len)) into
+// acc[local output] (its block's row in A, column in A^T), one shared atomic
+// per entry: lane `lane` of `step` takes every step-th quad. Used by the large
+// bin (a warp per chunk) and by the plan's riders (8 lanes per leaf).
+// Merging equal outputs across the warp first (as the small bin does) cost
+// more than it saved on the stencils' blocks (docs/perf-log.md), where
+// conflicts in shared memory are cheap.
 template <class V>
-__device__ inline void coo_warp_accumulate(const NodeItem& it, std::uint32_t lane, const SpmvState<V>& st, V* acc) {
+__device__ inline void coo4_to_acc(const NodeItem& it, std::uint32_t begin, std::uint32_t len, std::uint32_t lane,
+                                   std::uint32_t step, const SpmvState<V>& st, V* acc) {
   const std::byte* node = st.pool + ref_offset(it.ref);
   const std::uint32_t n = *reinterpret_cast<const std::uint32_t*>(node);
   const CooLayout l = coo_layout(NodeType::coo4, n, sizeof(V));
   const auto* c4 = reinterpret_cast<const uint2*>(node + l.coord_offset);
   const V* vals = reinterpret_cast<const V*>(node + l.value_offset);
   const std::uint64_t in_base = (st.transposed ? it.brow : it.bcol) << st.log2d;
-  // One shared-memory atomic per entry: merging equal outputs across the warp
-  // first (as the small bin does) cost more than it saved on the stencils'
-  // blocks (docs/perf-log.md), where conflicts in shared memory are cheap.
-  // This item's chunk of the leaf (the item's `level` is the chunk index).
-  const std::uint32_t begin = it.level * st.large_chunk, end = min(n, begin + st.large_chunk);
-  for (std::uint32_t q = begin / 4 + lane; 4 * q < end; q += 32) {
+  const std::uint32_t end = min(n, begin + len);
+  for (std::uint32_t q = begin / 4 + lane; 4 * q < end; q += step) {
     const uint2 cw = c4[q];
     V a[4];
     load4(vals + 4 * q, a);
@@ -353,14 +350,28 @@ __device__ inline void coo_warp_accumulate(const NodeItem& it, std::uint32_t lan
   }
 }
 
-// The whole large-bin item: sum, then add the touched outputs into y.
-// `acc` holds d zeros on entry and on exit.
+// Many entries (COO4, > 32): a warp per leaf, 4 entries per lane per step.
+// Products gather in a shared-memory row (N) or column (T) segment of d
+// values, then one global atomic per touched output: the same work for A
+// and A^T, and about a third of the global atomics of one per entry on a
+// stencil's diagonal blocks. The two halves: the sum of this item's chunk of
+// the leaf (its `level` is the chunk index) and the flush; the plan adds its
+// riders between them (spmv_gpu.cu, spmv_plan_agents.cuh). `acc` holds d
+// zeros on entry and (after the flush) on exit.
 template <class V>
-__device__ inline void leaf_coo_warp(const NodeItem& it, std::uint32_t lane, const SpmvState<V>& st, V* acc) {
-  coo_warp_accumulate(it, lane, st, acc);
+__device__ inline void large_chunk_to_acc(const NodeItem& it, std::uint32_t lane, const SpmvState<V>& st, V* acc) {
+  coo4_to_acc(it, it.level * st.large_chunk, st.large_chunk, lane, 32, st, acc);
+}
+template <class V>
+__device__ inline void flush_large(const NodeItem& it, std::uint32_t lane, const SpmvState<V>& st, V* acc) {
   __syncwarp();
   flush_outputs(acc, 1u << st.log2d, (st.transposed ? it.bcol : it.brow) << st.log2d, lane, 32, st);
   __syncwarp();
+}
+template <class V>
+__device__ inline void leaf_coo_warp(const NodeItem& it, std::uint32_t lane, const SpmvState<V>& st, V* acc) {
+  large_chunk_to_acc(it, lane, st, acc);
+  flush_large(it, lane, st, acc);
 }
 
 // One chunk of a wide (COOW) node, a warp: each lane takes 4 consecutive
