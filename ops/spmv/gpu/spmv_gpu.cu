@@ -9,6 +9,7 @@
 #include "hisparse/runtime/runtime.cuh"
 #include "spmv_plan_agents.cuh"
 #include "spmv_plan_riders.cuh"
+#include "spmv_plan_wide_order.cuh"
 #include "spmv_procedures.cuh"
 
 namespace hisparse::ops {
@@ -130,6 +131,15 @@ __global__ void __launch_bounds__(wide_block_threads) run_plan_wide_columns(cons
   for (std::uint64_t i = blockIdx.x; i < count; i += gridDim.x) wide_columns(items[i], threadIdx.x, st, acc);
 }
 
+// SpMV^T of wide nodes in the plan's column order: one block per whole-block
+// chunk (spmv_plan_wide_order.cuh).
+template <class V>
+__global__ void __launch_bounds__(wide_block_threads) run_plan_wide_ordered(const NodeItem* items, SpmvState<V> st,
+                                                                            WideOrderView order) {
+  __shared__ WideOrderShared<V> sh;
+  wide_columns_ordered(items[blockIdx.x], threadIdx.x, st, order, blockIdx.x, sh);
+}
+
 // The most shared memory the wide-columns accumulator may take: two blocks of
 // 1024 threads per SM. f64 with d = 128 (128 KiB, one block per SM) measured
 // slower than the warp chunks (perf-log 9) and keeps them, as does d = 256.
@@ -165,6 +175,7 @@ struct GpuSpmv<V>::Impl {
   int sms = 1;
   std::uint64_t warp_slots = 1;  // resident warps of the whole GPU
   int wide_columns_blocks = 0;  // resident blocks per SM of run_plan_wide_columns; 0: not used
+  WideOrder wide_order;         // the wide chunks' column order (SpMV^T); empty: not used
   SpmvPlanStats stats;
   // Entries per large-leaf item: about nnz / (32 warps per SM), at least 128
   // (one step of a warp): a matrix with few, big leaves (bcsstk13: 123 leaves
@@ -246,6 +257,10 @@ struct GpuSpmv<V>::Impl {
     if (a->root() != null_ref) rt.run();
     cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(plan)");
     for (int o = 0; o < 2; ++o) orient(o);
+    if (options.wide_column_order && wide_block_count > 0) {
+      wide_order = plan_wide_order(a->pool(), wide_blocks, wide_block_count, st.log2d, stream);
+      stats.wide_order_bytes = wide_order.bytes();
+    }
     stats.traversal_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
 
@@ -310,7 +325,11 @@ struct GpuSpmv<V>::Impl {
           run_plan<V, false><<<static_cast<unsigned>(blocks), plan_block, shared, stream>>>(plan, st, riding);
         cuda_check(cudaGetLastError(), "launch of run_plan");
       }
-      if (st.transposed && wide_columns_blocks > 0) {
+      if (st.transposed && wide_order.entries > 0) {
+        run_plan_wide_ordered<V><<<static_cast<unsigned>(wide_block_count), wide_block_threads, 0, stream>>>(
+            wide_blocks, st, WideOrderView{wide_order.first.as<std::uint64_t>(), wide_order.order.as<std::uint16_t>()});
+        cuda_check(cudaGetLastError(), "launch of run_plan_wide_ordered");
+      } else if (st.transposed && wide_columns_blocks > 0) {
         const auto grid = static_cast<unsigned>(std::min<std::uint64_t>(wide_block_count, std::uint64_t(wide_columns_blocks) * sms));
         const std::size_t shared = (std::size_t{1} << (2 * st.log2d)) * sizeof(V);
         run_plan_wide_columns<V><<<grid, wide_block_threads, shared, stream>>>(wide_blocks, wide_block_count, st);

@@ -149,18 +149,53 @@ TEST(SpmvGpu, WideNodes) {
       }
     return c;
   };
-  for (bool reuse : {false, true}) {
-    ops::SpmvOptions opt{runtime::Controller::persistent, reuse};
-    const std::string how = reuse ? " plan" : " runtime";
+  // A power-law-like corner: 40 000^2 at d = 128 is 3 x 3 wide nodes; node
+  // (0, 0) gets heavy rows and columns (an entry every 9th position) among
+  // 20 000 scattered entries of its own, so it holds ten 4096-entry chunks
+  // and columns whose runs cross threads, warps and chunks in the plan's
+  // column order.
+  auto power_corner = [&](auto value_tag, std::size_t scattered) {
+    using V = decltype(value_tag);
+    Coo<V> c = random_coo<V>(40000, 40000, scattered, rng);
+    std::uniform_int_distribution<index_t> corner(0, 16383);
+    for (int k = 0; k < 20000; ++k) c.push(corner(rng), corner(rng), random_value<V>(rng));
+    for (index_t line : {index_t{0}, index_t{1}, index_t{77}, index_t{16383}})
+      for (index_t k = line % 9; k < 16384; k += 9) {
+        c.push(line, k, random_value<V>(rng));
+        c.push(k, line, random_value<V>(rng));
+      }
+    return c;
+  };
+  // Under the runtime, the plan, and the plan without the wide nodes' column
+  // order (SpMV^T then sums in shared memory or adds per entry).
+  for (int mode = 0; mode < 3; ++mode) {
+    ops::SpmvOptions opt{runtime::Controller::persistent, mode != 0};
+    opt.wide_column_order = mode == 1;
+    const std::string how = mode == 0 ? " runtime" : mode == 1 ? " plan" : " plan, no column order";
     check_all_states(build_wide(random_coo<double>(3000, 1700, 30000, rng), 16), opt, rng, "random d16" + how);
     check_all_states(build_wide(random_coo<float>(200000, 150000, 400000, rng), 128), opt, rng, "random d128 f32" + how);
-    // f64, d = 128 (the R-MAT family's shape): its SpMV^T keeps the warp chunks.
+    // f64, d = 128 (the R-MAT family's shape): without the column order its
+    // SpMV^T takes the warp chunks (d^2 doubles exceed the shared accumulator).
     check_all_states(build_wide(random_coo<double>(150000, 200000, 300000, rng), 128), opt, rng, "random d128 f64" + how);
     check_all_states(build_wide(random_coo<double>(4096, 4096, 8000, rng), 64), opt, rng, "wide root, chunks" + how);
     check_all_states(build_wide(heavy_lines(60000, 20000), 32), opt, rng, "heavy lines" + how);
-    // d = 256: a wide node's 65536 columns exceed the plan's shared
-    // accumulator for A^T, which then takes the warp chunks.
+    check_all_states(build_wide(power_corner(0.0, 60000), 128), opt, rng, "power corner f64" + how);
+    check_all_states(build_wide(power_corner(0.0f, 60000), 128), opt, rng, "power corner f32" + how);
+    // d = 256: a wide node's 65536 columns exceed the shared accumulator and
+    // fill the column order's 16-bit keys.
     check_all_states(build_wide(random_coo<float>(200000, 200000, 60000, rng), 256), opt, rng, "random d256 f32" + how);
+  }
+  // The plan keeps the column order exactly where it has wide nodes and may.
+  {
+    const Matrix<double> host = build_wide(power_corner(0.0, 60000), 128);
+    ASSERT_EQ(validate(host.content()).coow, 9u) << "every node of the corner case must be wide";
+    DeviceMatrix<double> dev(host);
+    EXPECT_GT(ops::GpuSpmv<double>(dev).stats().wide_order_bytes, 0u);
+    ops::SpmvOptions off;
+    off.wide_column_order = false;
+    EXPECT_EQ(ops::GpuSpmv<double>(dev, off).stats().wide_order_bytes, 0u);
+    DeviceMatrix<double> standard(build_matrix(power_corner(0.0, 60000)));
+    EXPECT_EQ(ops::GpuSpmv<double>(standard).stats().wide_order_bytes, 0u);
   }
 }
 

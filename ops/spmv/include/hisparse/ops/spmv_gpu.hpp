@@ -35,12 +35,21 @@ struct SpmvOptions {
   // a small leaf can ride (tests); never: to measure what they bring.
   enum class Riders { automatic, always, never };
   Riders riders = Riders::automatic;
+  // With the reused traversal, where A has wide (COOW) nodes: the plan keeps
+  // each 4096-entry chunk's column order (2 bytes per wide entry, built at
+  // plan time), so that SpMV^T sums a column's products in registers as SpMV
+  // does a row's (docs/ops.md, "Wide nodes in SpMV^T"). false: no extra
+  // memory; SpMV^T then sums in a shared accumulator of the node's d^2
+  // columns where it fits in 64 KiB (f32 up to d = 128, f64 up to 64), or
+  // adds one atomic per entry.
+  bool wide_column_order = true;
 };
 
 struct SpmvPlanStats {
   std::array<std::uint64_t, 5> leaves{};  // items: COO1, small (<= 32), large, dense (1024-cell chunks), wide (128-entry chunks)
   std::array<std::uint64_t, 2> riders{};   // small leaves summed with a large leaf of their output block: A, A^T
-  double traversal_ms = 0;                 // plan building (two traversals and the rider sorts), host clock
+  std::uint64_t wide_order_bytes = 0;      // device memory of the wide nodes' column order (0: none)
+  double traversal_ms = 0;                 // plan building (two traversals, the rider and wide-order sorts), host clock
   std::uint64_t runs = 0;
 };
 
