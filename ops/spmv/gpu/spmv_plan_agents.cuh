@@ -14,12 +14,15 @@
 // the output) keeps them in the small bin, where the warp merge collapses
 // them, so that no warp is left alone with a long line (perf-log 9).
 //
-// Wide nodes in SpMV^T. A wide (COOW) node's entries are row-major, so in
-// A^T a chunk's outputs (columns) are scattered: a warp chunk (leaf_coow) can
-// merge almost none of them and adds one global atomic per entry (16 M for
-// R-MAT scale 20). A block instead sums a chunk of 4096 entries into a shared
-// accumulator of the node's d^2 columns and adds only the touched ones (R-MAT:
-// one global atomic per distinct column and node, 5.8 M).
+// Wide nodes in SpMV^T without the plan's column order
+// (SpmvOptions::wide_column_order = false; with it, spmv_plan_wide_order.cuh).
+// A wide (COOW) node's entries are row-major, so in A^T a chunk's outputs
+// (columns) are scattered: a warp chunk (leaf_coow) can merge almost none of
+// them and adds one global atomic per entry (16 M for R-MAT scale 20). A
+// block instead sums a chunk of 4096 entries into a shared accumulator of the
+// node's d^2 columns and adds only the touched ones (R-MAT: one global atomic
+// per distinct column and node, 5.8 M), at the price of a shared
+// compare-and-swap loop per entry.
 #include <cuda_runtime.h>
 
 #include <cstdint>
