@@ -11,6 +11,11 @@ namespace hisparse::cli {
 
 struct BenchOptions {
   int warmup = 20;
+  // And at least this long: after seconds of host work (generating and
+  // converting a family) the GPU's clocks take longer than 20 short calls to
+  // come back up (an R-MAT SpMV once measured 0.208 ms warm against 0.158
+  // cold, its median inside the ramp).
+  double warmup_ms = 50;
   int runs = 100;
   bool cold = false;  // flush the L2 (write a buffer twice its size) before every timed run
   bool controllers = false;  // also time a full runtime traversal per call under every controller

@@ -1,5 +1,6 @@
 // The GPU side of `hisparse bench`.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <numeric>
 #include <optional>
@@ -22,7 +23,8 @@ struct Timing {
   double median, mean, std;
 };
 
-// Times f() with CUDA events, after `warmup` untimed calls. With a flush
+// Times f() with CUDA events, after `warmup` untimed calls lasting at least
+// `warmup_ms` together. With a flush
 // buffer, every timed call is preceded (outside the events) by a write of
 // twice the L2 size, so the matrix and vectors come from HBM: cold L2.
 // `host_work`: f also works on the host (allocates, sets up a runtime); the
@@ -31,7 +33,15 @@ struct Timing {
 // first command f submits, leaving f's host time out.
 template <class F>
 Timing time_calls(F&& f, const BenchOptions& o, DeviceBytes* flush, bool host_work = false) {
-  for (int i = 0; i < o.warmup; ++i) f();
+  const auto warm_start = std::chrono::steady_clock::now();
+  for (int i = 0;; ++i) {
+    if (i >= o.warmup) {
+      cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize(warm-up)");
+      if (std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - warm_start).count() >= o.warmup_ms)
+        break;
+    }
+    f();
+  }
   cudaEvent_t a, b;
   cuda_check(cudaEventCreate(&a), "cudaEventCreate");
   cuda_check(cudaEventCreate(&b), "cudaEventCreate");

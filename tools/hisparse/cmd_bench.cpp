@@ -1,5 +1,5 @@
 // hisparse bench [MATRIX ...] [--scale M] [--family SPEC ...] [--no-suite]
-//                [--precision f32,f64] [--l2 warm|cold|both] [--ops spmv,copy,add] [--runs N] [--warmup N]
+//                [--precision f32,f64] [--l2 warm|cold|both] [--ops spmv,copy,add] [--runs N] [--warmup N] [--warmup-ms MS]
 //                [--json F] [--csv F] [--markdown F]
 // SpMV, SpMV^T, add, add^T and copy of HiSparse against cuSPARSE CSR (SpMV
 // ALG1 and ALG2, csrgeam2, csr2csc, copying the arrays) on the SuiteSparse
@@ -284,7 +284,9 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--l2", c->l2, "warm, cold or both (default warm)");
   sub->add_option("--ops", c->ops, "operations to time, from spmv, copy, add (default: all three; spmv includes SpMV^T, add A^T + B^T)");
   sub->add_option("--runs", c->opt.runs, "timed runs (100)")->check(CLI::Range(1, 100000));
-  sub->add_option("--warmup", c->opt.warmup, "warm-up runs (20)")->check(CLI::Range(0, 100000));
+  sub->add_option("--warmup", c->opt.warmup, "warm-up runs, at least (20)")->check(CLI::Range(0, 100000));
+  sub->add_option("--warmup-ms", c->opt.warmup_ms, "warm-up time, at least (50 ms): the clocks come back up after host work")
+      ->check(CLI::Range(0.0, 60000.0));
   sub->add_flag("--conversion", c->conversion, "also time COO -> HiSparse and COO -> CSR conversion on the host");
   sub->add_flag("--host-only", c->host_only, "only the host conversion timings (no GPU needed; implies --conversion)");
   sub->add_flag("--wide-nodes", c->wide, "build HiSparse matrices with COOW nodes for scattered entries");
