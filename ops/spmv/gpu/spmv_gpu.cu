@@ -244,7 +244,7 @@ struct GpuSpmv<V>::Impl {
     wide_blocks = st.leaf_lists[list_wide_blocks];
     wide_block_count = n[list_wide_blocks];
     const std::size_t wide_acc = (std::size_t{1} << (2 * st.log2d)) * sizeof(V);
-    if (wide_block_count > 0 && wide_acc <= wide_columns_max_bytes) {
+    if (wide_block_count > 0 && !options.wide_column_order && wide_acc <= wide_columns_max_bytes) {
       cuda_check(cudaFuncSetAttribute(run_plan_wide_columns<V>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(wide_acc)),
                  "cudaFuncSetAttribute(run_plan_wide_columns)");
@@ -260,6 +260,7 @@ struct GpuSpmv<V>::Impl {
     if (options.wide_column_order && wide_block_count > 0) {
       wide_order = plan_wide_order(a->pool(), wide_blocks, wide_block_count, st.log2d, stream);
       stats.wide_order_bytes = wide_order.bytes();
+      stats.wide_column_runs = wide_order.column_runs;
     }
     stats.traversal_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }

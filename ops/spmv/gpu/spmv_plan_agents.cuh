@@ -14,15 +14,23 @@
 // the output) keeps them in the small bin, where the warp merge collapses
 // them, so that no warp is left alone with a long line (perf-log 9).
 //
-// Wide nodes in SpMV^T without the plan's column order
-// (SpmvOptions::wide_column_order = false; with it, spmv_plan_wide_order.cuh).
-// A wide (COOW) node's entries are row-major, so in A^T a chunk's outputs
-// (columns) are scattered: a warp chunk (leaf_coow) can merge almost none of
-// them and adds one global atomic per entry (16 M for R-MAT scale 20). A
-// block instead sums a chunk of 4096 entries into a shared accumulator of the
-// node's d^2 columns and adds only the touched ones (R-MAT: one global atomic
-// per distinct column and node, 5.8 M), at the price of a shared
-// compare-and-swap loop per entry.
+// Wide nodes in SpMV^T. A wide (COOW) node's entries are row-major, so SpMV
+// sums a row's products in registers, while in SpMV^T neighbouring entries
+// have different outputs (columns): a warp chunk (leaf_coow) can merge almost
+// none of them and adds one global atomic per entry (16 M for R-MAT scale
+// 20). A power-law node has as many column runs as row runs (R-MAT: 5.76 M
+// distinct (node, row) and (node, column) pairs), so SpMV^T can do with as
+// few atomics as SpMV if it meets a column's entries together:
+// - wide_columns_ordered (the default): the plan keeps each 4096-entry
+//   chunk's positions in column order (spmv_plan_wide_order.cuh); products
+//   go to shared memory in stored order and come back in column order, and
+//   column runs are summed in registers and by the warp merge. No shared
+//   atomics (a float or double shared add is a compare-and-swap loop on
+//   sm_90) and no accumulator that grows with d^2 (perf-log 17).
+// - wide_columns (SpmvOptions::wide_column_order = false, no plan memory): a
+//   chunk is summed into a shared accumulator of the node's d^2 columns,
+//   then only the touched ones are added into y, at the price of a shared
+//   compare-and-swap loop per entry (perf-log 11, 14-16).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -110,6 +118,71 @@ __device__ inline void wide_columns(const NodeItem& it, std::uint32_t tid, const
     }
   }
   __syncthreads();
+}
+
+// The plan's column order of wide nodes (spmv_plan_wide_order.cuh), for
+// the agent below.
+struct WideOrderView {
+  const std::uint64_t* first;  // per chunk item: its first position in `order`
+  const std::uint16_t* order;
+};
+
+// The shared memory of wide_columns_ordered: each entry's product and its
+// column inside the node, in stored order.
+template <class V>
+struct WideOrderShared {
+  V product[wide_block_chunk];
+  std::uint16_t col[wide_block_chunk];
+};
+
+// SpMV^T of one whole-block chunk of a wide node (`level` holds the chunk
+// index; `item` is its index in the plan's list), thread `tid` of
+// wide_block_threads; one chunk per block, so `sh` is written once. Calls
+// __syncthreads.
+template <class V>
+__device__ inline void wide_columns_ordered(const NodeItem& it, std::uint32_t tid, const SpmvState<V>& st,
+                                            const WideOrderView& w, std::uint64_t item, WideOrderShared<V>& sh) {
+  const CoowArrays<V> node = coow_arrays<V>(st.pool, it.ref);
+  const std::uint32_t shift = 2 * st.log2d;
+  const std::uint64_t row_base = it.brow << shift, col_base = it.bcol << shift;
+  const std::uint32_t begin = it.level * wide_block_chunk;
+  const std::uint32_t n = min(wide_block_chunk, node.count - begin);
+  const std::uint32_t p = 4 * tid;
+  // Stored (row-major) order: the quad loads are coalesced and a row's x is
+  // read by neighbouring lanes together.
+  if (p < n) {
+    std::uint32_t words[4];
+    V a[4];
+    node.quad(begin + p, words, a);
+#pragma unroll
+    for (std::uint32_t j = 0; j < 4; ++j) {
+      if (p + j < n) {
+        sh.product[p + j] = a[j] * st.x[row_base | (words[j] & 0xFFFFu)];
+        sh.col[p + j] = static_cast<std::uint16_t>(words[j] >> 16);
+      }
+    }
+  }
+  __syncthreads();
+  // Each chunk's positions are padded to a multiple of 4: one 8-byte load.
+  std::uint64_t out = ~std::uint64_t{0};
+  V sum = V(0);
+  if (p < n) {
+    const uint2 q = *reinterpret_cast<const uint2*>(w.order + w.first[item] + p);
+    const std::uint32_t pos[4] = {q.x & 0xFFFFu, q.x >> 16, q.y & 0xFFFFu, q.y >> 16};
+#pragma unroll
+    for (std::uint32_t j = 0; j < 4; ++j) {
+      if (p + j < n) {
+        const std::uint64_t o = col_base | sh.col[pos[j]];
+        if (o != out) {
+          if (out != ~std::uint64_t{0}) atomicAdd(st.y + out, st.k * sum);
+          out = o;
+          sum = V(0);
+        }
+        sum += sh.product[pos[j]];
+      }
+    }
+  }
+  warp_segmented_add(st.y, out, st.k * sum, p < n);
 }
 
 }  // namespace hisparse::ops::spmv_gpu

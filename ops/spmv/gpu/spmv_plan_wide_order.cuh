@@ -1,26 +1,12 @@
 #pragma once
-// Plan building, third part, and its agent: SpMV^T of wide (COOW) nodes in
-// column order.
+// Plan building, third part: the column order of wide (COOW) nodes, which
+// SpMV^T reads (its agent, wide_columns_ordered, and why: spmv_plan_agents.cuh).
 //
-// A wide node's entries are row-major, so SpMV (N) sums a row's products in
-// registers, while in SpMV^T a chunk's outputs (columns) are scattered. On
-// R-MAT scale 20 the node's rows and columns are alike (5.76 M distinct
-// (node, row) pairs, 5.76 M (node, column) pairs for 16.1 M entries), so
-// SpMV^T can need as few atomics as SpMV does, but only if it meets a
-// column's entries together. Summing them in a shared accumulator of the
-// node's d^2 columns costs a compare-and-swap loop per entry on sm_90 (float
-// and double shared adds are not native) and was L1-bound (perf-log 16).
-//
-// The plan therefore keeps, per whole-block chunk of a wide node (4096
-// entries), the chunk's entries in (column, row) order as 16-bit positions
-// inside the chunk: 2 bytes per wide entry, built once by a stable block
-// radix sort (CUB) of the column digits. A call then reads the chunk's
-// entries in stored order (coalesced), puts each product and its column into
-// shared memory, and reads them back in column order: a thread's four and the
-// warp's 128 consecutive entries share columns, summed in registers and by
-// the warp merge, one atomic per column run, as SpMV does per row run. No
-// shared atomics, and no accumulator whose size grows with d^2 (so f64 and
-// d = 256 take this path too).
+// Per whole-block chunk of a wide node (4096 entries), the chunk's positions
+// in (column, row) order as 16-bit positions inside the chunk: 2 bytes per
+// wide entry plus 8 per chunk, built once by a stable block radix sort (CUB)
+// of the column digits. Each chunk is padded to a multiple of 4 positions so
+// that a thread reads its four with one 8-byte load.
 #include <cub/block/block_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 
@@ -28,11 +14,10 @@
 #include <cstdint>
 
 #include "hisparse/formats/device_matrix.hpp"
-#include "spmv_procedures.cuh"
+#include "spmv_plan_agents.cuh"
 
 namespace hisparse::ops::spmv_gpu {
 
-static_assert(wide_block_chunk == 4 * wide_block_threads, "a thread takes one quad of a whole-block chunk");
 static_assert(wide_block_chunk <= 65536, "positions inside a chunk are 16-bit");
 
 // The column order of every whole-block chunk of the plan's wide nodes.
@@ -40,13 +25,10 @@ struct WideOrder {
   DeviceBytes first;  // u64 per chunk item: where its positions start in `order` (a multiple of 4)
   DeviceBytes order;  // u16 positions inside the chunk, each chunk padded to a multiple of 4
   std::uint64_t entries = 0;  // positions stored, padding included
+  // Runs of equal columns over all chunks: what SpMV^T adds into y before
+  // the warp merge (R-MAT scale 20: 5.8 M for 16.1 M entries).
+  std::uint64_t column_runs = 0;
   [[nodiscard]] std::uint64_t bytes() const { return first.size() + order.size(); }
-};
-
-// The device view the agent reads.
-struct WideOrderView {
-  const std::uint64_t* first;
-  const std::uint16_t* order;
 };
 
 namespace wide_order_detail {
@@ -65,14 +47,18 @@ __global__ void padded_lengths(const std::byte* pool, const NodeItem* items, std
 }
 
 // One chunk per block: positions 0..n-1 sorted by column, stably, so that a
-// column's entries stay in row order. Positions past n carry the largest key
-// and sort after every entry (stability keeps them after an entry whose
-// column is the largest too, with d = 256).
+// column's entries stay in row order. Positions past n carry key 0xFFFF,
+// which over the sorted bits [0, 2 log2 d) equals the largest column d^2 - 1:
+// the sort being stable and those positions the chunk's last, they stay after
+// every entry, and the agent never reads them (it stops at n). Also counts
+// the chunk's column runs into *runs.
 __global__ void __launch_bounds__(wide_block_threads) sort_chunks(const std::byte* pool, const NodeItem* items,
                                                                  const std::uint64_t* first, std::uint16_t* order,
-                                                                 int end_bit) {
+                                                                 int end_bit, unsigned long long* runs) {
   using Sort = cub::BlockRadixSort<std::uint16_t, wide_block_threads, 4, std::uint16_t>;
   __shared__ typename Sort::TempStorage temp;
+  __shared__ std::uint16_t last_key[wide_block_threads];
+  __shared__ unsigned block_runs;
   const NodeItem it = items[blockIdx.x];
   const std::uint32_t n = chunk_entries(pool, it);
   const std::byte* node = pool + ref_offset(it.ref);
@@ -85,11 +71,28 @@ __global__ void __launch_bounds__(wide_block_threads) sort_chunks(const std::byt
     keys[j] = p < n ? static_cast<std::uint16_t>(words[p] >> 16) : std::uint16_t{0xFFFF};
     pos[j] = static_cast<std::uint16_t>(p);
   }
-  Sort(temp).Sort(keys, pos, 0, end_bit);
+  if (threadIdx.x == 0) block_runs = 0;
+  Sort(temp).Sort(keys, pos, 0, end_bit);  // blocked: this thread holds sorted slots 4 tid .. 4 tid + 3
   const std::uint32_t padded = (n + 3u) & ~3u;
 #pragma unroll
   for (std::uint32_t j = 0; j < 4; ++j)
     if (4 * threadIdx.x + j < padded) order[first[blockIdx.x] + 4 * threadIdx.x + j] = pos[j];
+  // The sorted keys are the columns' low bits; a run starts where a slot's
+  // key differs from the slot before it.
+  const std::uint16_t mask = static_cast<std::uint16_t>((1u << end_bit) - 1u);
+  last_key[threadIdx.x] = keys[3];
+  __syncthreads();
+  unsigned heads = 0;
+#pragma unroll
+  for (std::uint32_t j = 0; j < 4; ++j) {
+    const std::uint32_t slot = 4 * threadIdx.x + j;
+    if (slot >= n) break;
+    const std::uint16_t before = j > 0 ? keys[j - 1] : threadIdx.x > 0 ? last_key[threadIdx.x - 1] : std::uint16_t{0};
+    if (slot == 0 || ((keys[j] ^ before) & mask) != 0) ++heads;
+  }
+  if (heads != 0) atomicAdd(&block_runs, heads);
+  __syncthreads();
+  if (threadIdx.x == 0) atomicAdd(runs, static_cast<unsigned long long>(block_runs));
 }
 
 }  // namespace wide_order_detail
@@ -125,69 +128,18 @@ inline WideOrder plan_wide_order(const std::byte* pool, const NodeItem* items, s
   cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(SpMV wide order size)");
   out.entries = tail[0] + tail[1];
   out.order = DeviceBytes(std::max<std::uint64_t>(out.entries, 4) * sizeof(std::uint16_t));
+  DeviceBytes runs(sizeof(unsigned long long));
+  cuda_check(cudaMemsetAsync(runs.get(), 0, runs.size(), stream), "cudaMemsetAsync(wide column runs)");
   sort_chunks<<<static_cast<unsigned>(count), wide_block_threads, 0, stream>>>(
-      pool, items, out.first.as<std::uint64_t>(), out.order.as<std::uint16_t>(), static_cast<int>(2 * log2d));
+      pool, items, out.first.as<std::uint64_t>(), out.order.as<std::uint16_t>(), static_cast<int>(2 * log2d),
+      runs.as<unsigned long long>());
   cuda_check(cudaGetLastError(), "launch of sort_chunks (SpMV wide order)");
-  // `len` and `temp` are freed on return: finish with them first.
+  unsigned long long column_runs = 0;
+  cuda_check(cudaMemcpyAsync(&column_runs, runs.get(), sizeof(column_runs), cudaMemcpyDeviceToHost, stream),
+             "cudaMemcpyAsync(wide column runs)");
   cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(SpMV wide order)");
+  out.column_runs = column_runs;
   return out;
-}
-
-// The shared memory of one block of wide_columns_ordered: each entry's
-// product and its column inside the node.
-template <class V>
-struct WideOrderShared {
-  V product[wide_block_chunk];
-  std::uint16_t col[wide_block_chunk];
-};
-
-// SpMV^T of one whole-block chunk of a wide node (`level` holds the chunk
-// index), thread `tid` of wide_block_threads. Calls __syncthreads (twice).
-template <class V>
-__device__ inline void wide_columns_ordered(const NodeItem& it, std::uint32_t tid, const SpmvState<V>& st,
-                                            const WideOrderView& w, std::uint64_t item, WideOrderShared<V>& sh) {
-  const CoowArrays<V> node = coow_arrays<V>(st.pool, it.ref);
-  const std::uint32_t shift = 2 * st.log2d;
-  const std::uint64_t row_base = it.brow << shift, col_base = it.bcol << shift;
-  const std::uint32_t begin = it.level * wide_block_chunk;
-  const std::uint32_t n = min(wide_block_chunk, node.count - begin);
-  const std::uint32_t p = 4 * tid;
-  // Stored (row-major) order: the quad loads are coalesced and a row's x is
-  // read by neighbouring lanes together.
-  if (p < n) {
-    std::uint32_t words[4];
-    V a[4];
-    node.quad(begin + p, words, a);
-#pragma unroll
-    for (std::uint32_t j = 0; j < 4; ++j) {
-      if (p + j < n) {
-        sh.product[p + j] = a[j] * st.x[row_base | (words[j] & 0xFFFFu)];
-        sh.col[p + j] = static_cast<std::uint16_t>(words[j] >> 16);
-      }
-    }
-  }
-  __syncthreads();
-  // Column order: this thread's four positions, one 8-byte load.
-  std::uint64_t out = ~std::uint64_t{0};
-  V sum = V(0);
-  if (p < n) {
-    const uint2 q = *reinterpret_cast<const uint2*>(w.order + w.first[item] + p);
-    const std::uint32_t pos[4] = {q.x & 0xFFFFu, q.x >> 16, q.y & 0xFFFFu, q.y >> 16};
-#pragma unroll
-    for (std::uint32_t j = 0; j < 4; ++j) {
-      if (p + j < n) {
-        const std::uint64_t o = col_base | sh.col[pos[j]];
-        if (o != out) {
-          if (out != ~std::uint64_t{0}) atomicAdd(st.y + out, st.k * sum);
-          out = o;
-          sum = V(0);
-        }
-        sum += sh.product[pos[j]];
-      }
-    }
-  }
-  warp_segmented_add(st.y, out, st.k * sum, p < n);
-  __syncthreads();  // the next chunk overwrites sh
 }
 
 }  // namespace hisparse::ops::spmv_gpu

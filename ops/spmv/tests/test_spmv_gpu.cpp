@@ -6,10 +6,14 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <map>
+#include <set>
 
 #include "hisparse/formats/builder.hpp"
 #include "hisparse/formats/device_matrix.hpp"
 #include "hisparse/formats/matrix_market.hpp"
+#include "hisparse/formats/traverse.hpp"
+#include "hisparse/formats/validate.hpp"
 #include "hisparse/ops/gpu_controllers.hpp"
 #include "hisparse/ops/spmv_gpu.hpp"
 #include "hisparse/ops/spmv_reference.hpp"
@@ -87,6 +91,32 @@ void check_all_states(const Matrix<V>& host, ops::SpmvOptions opt, std::mt19937_
     dev.transpose();  // the same plan serves A^T: the state is read per call
     (void)t;
   }
+}
+
+// The column runs that the plan's wide order must give (SpmvPlanStats::
+// wide_column_runs), from the host content alone: each wide node's entries in
+// row-major order, cut into chunks of 4096, the distinct columns per chunk.
+// A wrong order still sums to the right y (any permutation does); it shows
+// here. The matrix must be wide at every non-empty d^2 x d^2 block.
+template <class V>
+std::uint64_t expected_column_runs(const Matrix<V>& m) {
+  const std::uint32_t span = 2 * m.content().shape.log2_node_size;
+  const index_t local = (index_t{1} << span) - 1;
+  std::map<std::pair<index_t, index_t>, std::vector<std::pair<index_t, index_t>>> nodes;
+  for_each_content_entry(m.content(), [&](index_t r, index_t c, V) {
+    nodes[{r >> span, c >> span}].push_back({r & local, c & local});
+  });
+  EXPECT_EQ(validate(m.content()).coow, nodes.size()) << "every non-empty block must be one wide node";
+  std::uint64_t runs = 0;
+  for (auto& [block, entries] : nodes) {
+    std::sort(entries.begin(), entries.end());
+    for (std::size_t first = 0; first < entries.size(); first += 4096) {
+      std::set<index_t> cols;
+      for (std::size_t k = first; k < std::min(entries.size(), first + 4096); ++k) cols.insert(entries[k].second);
+      runs += cols.size();
+    }
+  }
+  return runs;
 }
 
 std::vector<fs::path> real_matrices() {
@@ -185,17 +215,34 @@ TEST(SpmvGpu, WideNodes) {
     // fill the column order's 16-bit keys.
     check_all_states(build_wide(random_coo<float>(200000, 200000, 60000, rng), 256), opt, rng, "random d256 f32" + how);
   }
-  // The plan keeps the column order exactly where it has wide nodes and may.
+  // The plan keeps the column order exactly where it has wide nodes and may,
+  // and the order groups each chunk's columns.
   {
     const Matrix<double> host = build_wide(power_corner(0.0, 60000), 128);
     ASSERT_EQ(validate(host.content()).coow, 9u) << "every node of the corner case must be wide";
     DeviceMatrix<double> dev(host);
-    EXPECT_GT(ops::GpuSpmv<double>(dev).stats().wide_order_bytes, 0u);
+    const ops::GpuSpmv<double> plan(dev);
+    EXPECT_GT(plan.stats().wide_order_bytes, 0u);
+    EXPECT_EQ(plan.stats().wide_column_runs, expected_column_runs(host));
     ops::SpmvOptions off;
     off.wide_column_order = false;
     EXPECT_EQ(ops::GpuSpmv<double>(dev, off).stats().wide_order_bytes, 0u);
     DeviceMatrix<double> standard(build_matrix(power_corner(0.0, 60000)));
     EXPECT_EQ(ops::GpuSpmv<double>(standard).stats().wide_order_bytes, 0u);
+  }
+  // d = 256, f64: 16-bit keys at full width, several chunks per node, and
+  // the largest column (65535 inside its node) in the last, padded chunk,
+  // where it ties with the padding's key.
+  {
+    Coo<double> c = random_coo<double>(140000, 140000, 120000, rng);
+    for (index_t k = 0; k < 140000; k += 70) {
+      c.push(k, 65535, random_value<double>(rng));
+      c.push(k, 131071, random_value<double>(rng));
+    }
+    const Matrix<double> host = build_wide(c, 256);
+    check_all_states(host, {}, rng, "d256 f64, largest columns");
+    DeviceMatrix<double> dev(host);
+    EXPECT_EQ(ops::GpuSpmv<double>(dev).stats().wide_column_runs, expected_column_runs(host));
   }
 }
 

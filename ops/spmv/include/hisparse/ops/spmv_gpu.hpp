@@ -49,6 +49,7 @@ struct SpmvPlanStats {
   std::array<std::uint64_t, 5> leaves{};  // items: COO1, small (<= 32), large, dense (1024-cell chunks), wide (128-entry chunks)
   std::array<std::uint64_t, 2> riders{};   // small leaves summed with a large leaf of their output block: A, A^T
   std::uint64_t wide_order_bytes = 0;      // device memory of the wide nodes' column order (0: none)
+  std::uint64_t wide_column_runs = 0;      // its runs of equal columns per 4096-entry chunk: SpMV^T's atomics before the warp merge
   double traversal_ms = 0;                 // plan building (two traversals, the rider and wide-order sorts), host clock
   std::uint64_t runs = 0;
 };
