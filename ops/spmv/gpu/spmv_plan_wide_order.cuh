@@ -77,9 +77,8 @@ __global__ void __launch_bounds__(wide_block_threads) sort_chunks(const std::byt
 #pragma unroll
   for (std::uint32_t j = 0; j < 4; ++j)
     if (4 * threadIdx.x + j < padded) order[first[blockIdx.x] + 4 * threadIdx.x + j] = pos[j];
-  // The sorted keys are the columns' low bits; a run starts where a slot's
-  // key differs from the slot before it.
-  const std::uint16_t mask = static_cast<std::uint16_t>((1u << end_bit) - 1u);
+  // A run starts where a slot's column differs from the slot before it
+  // (slots below n hold real columns, each below 2^end_bit).
   last_key[threadIdx.x] = keys[3];
   __syncthreads();
   unsigned heads = 0;
@@ -88,7 +87,7 @@ __global__ void __launch_bounds__(wide_block_threads) sort_chunks(const std::byt
     const std::uint32_t slot = 4 * threadIdx.x + j;
     if (slot >= n) break;
     const std::uint16_t before = j > 0 ? keys[j - 1] : threadIdx.x > 0 ? last_key[threadIdx.x - 1] : std::uint16_t{0};
-    if (slot == 0 || ((keys[j] ^ before) & mask) != 0) ++heads;
+    if (slot == 0 || keys[j] != before) ++heads;
   }
   if (heads != 0) atomicAdd(&block_runs, heads);
   __syncthreads();
