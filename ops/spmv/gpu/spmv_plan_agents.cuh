@@ -164,25 +164,15 @@ __device__ inline void wide_columns_ordered(const NodeItem& it, std::uint32_t ti
   }
   __syncthreads();
   // Each chunk's positions are padded to a multiple of 4: one 8-byte load.
-  std::uint64_t out = ~std::uint64_t{0};
-  V sum = V(0);
+  OutputRun<V> run;
   if (p < n) {
     const uint2 q = *reinterpret_cast<const uint2*>(w.order + w.first[item] + p);
     const std::uint32_t pos[4] = {q.x & 0xFFFFu, q.x >> 16, q.y & 0xFFFFu, q.y >> 16};
 #pragma unroll
-    for (std::uint32_t j = 0; j < 4; ++j) {
-      if (p + j < n) {
-        const std::uint64_t o = col_base | sh.col[pos[j]];
-        if (o != out) {
-          if (out != ~std::uint64_t{0}) atomicAdd(st.y + out, st.k * sum);
-          out = o;
-          sum = V(0);
-        }
-        sum += sh.product[pos[j]];
-      }
-    }
+    for (std::uint32_t j = 0; j < 4; ++j)
+      if (p + j < n) run.add_product(st, col_base | sh.col[pos[j]], sh.product[pos[j]]);
   }
-  warp_segmented_add(st.y, out, st.k * sum, p < n);
+  warp_segmented_add(st.y, run.out, st.k * run.sum, p < n);
 }
 
 }  // namespace hisparse::ops::spmv_gpu

@@ -117,12 +117,23 @@ struct OutputRun {
 
   __device__ void add(const SpmvState<V>& st, std::uint64_t r, std::uint64_t c, V a) {
     const std::uint64_t o = st.transposed ? c : r, in = st.transposed ? r : c;
+    start(st, o);
+    sum += a * st.x[in];
+  }
+  // A product already formed (SpMV^T of wide nodes multiplies in stored
+  // order and sums in column order), for output o.
+  __device__ void add_product(const SpmvState<V>& st, std::uint64_t o, V product) {
+    start(st, o);
+    sum += product;
+  }
+
+ private:
+  __device__ void start(const SpmvState<V>& st, std::uint64_t o) {
     if (o != out) {
       if (out != ~std::uint64_t{0}) atomicAdd(st.y + out, st.k * sum);
       out = o;
       sum = V(0);
     }
-    sum += a * st.x[in];
   }
 };
 
