@@ -162,7 +162,7 @@ std::vector<BenchRecord> bench_spmv(const Matrix<V>& host, const std::string& na
   Recorder rec(name, precision_name<V>(), o);
   std::mt19937_64 rng(12345);
   std::uniform_real_distribution<double> u(-1, 1);
-  std::optional<ops::GpuSpmv<V>> no_riders, no_wide_order;
+  std::optional<ops::GpuSpmv<V>> no_riders, no_wide_order, no_tiles;
   for (bool t : {false, true}) {
     if (a.transposed() != t) a.transpose();
     const Matrix<V> op = t ? host.transpose() : host;
@@ -184,8 +184,16 @@ std::vector<BenchRecord> bench_spmv(const Matrix<V>& host, const std::string& na
       measure(t ? "spmv_t" : "spmv", impl, bytes, rel_error<V>(dy, ref), f);
     };
     // SpMV^T also reads the plan's column order of wide nodes, where it has one.
-    const std::uint64_t plan_bytes = a.pool_bytes() + (t ? plan.stats().wide_order_bytes : 0);
+    // And the output tiles' units of this orientation.
+    const std::uint64_t plan_bytes =
+        a.pool_bytes() + (t ? plan.stats().wide_order_bytes : 0) + plan.stats().tile_bytes[t ? 1 : 0];
     if (o.spmv) record("hisparse", plan_bytes, [&] { plan(dx.as<V>(), dy.as<V>(), V(1), V(0)); });
+    if (o.spmv && plan.stats().tiles[t ? 1 : 0] > 0) {
+      // What the output tiles bring: the leaf bins with atomics into y.
+      if (!no_tiles) no_tiles.emplace(a, ops::SpmvOptions{.output_tiles = false});
+      record("hisparse-no-tiles", a.pool_bytes() + (t ? no_tiles->stats().wide_order_bytes : 0),
+             [&] { (*no_tiles)(dx.as<V>(), dy.as<V>(), V(1), V(0)); });
+    }
     if (o.spmv && t && plan.stats().wide_order_bytes > 0) {
       // What the column order brings: the same plan without (no extra memory).
       if (!no_wide_order) no_wide_order.emplace(a, ops::SpmvOptions{.wide_column_order = false});

@@ -9,6 +9,7 @@
 #include "hisparse/runtime/runtime.cuh"
 #include "spmv_plan_agents.cuh"
 #include "spmv_plan_riders.cuh"
+#include "spmv_plan_tiles.cuh"
 #include "spmv_plan_wide_order.cuh"
 #include "spmv_procedures.cuh"
 
@@ -118,6 +119,14 @@ __global__ void __launch_bounds__(plan_block, 8) run_plan_wide(PlanBins p, SpmvS
   plan_bin<bin_wide>(p, blockIdx.x, st, static_cast<V*>(nullptr));
 }
 
+// The standard leaves by output tiles (spmv_tile_agent.cuh): writes every
+// output of y once, beta included.
+template <class V>
+__global__ void __launch_bounds__(tile_threads) run_tiles(TileView<V> tv, SpmvState<V> st, V beta) {
+  __shared__ __align__(16) V acc[tile_max_outputs];
+  run_tile(tv, blockIdx.x, st, beta, acc);
+}
+
 // SpMV^T of wide nodes: whole-block chunks summed per column in shared memory
 // (the node's d^2 columns); a block loops over chunks so that it clears its
 // accumulator once.
@@ -176,6 +185,8 @@ struct GpuSpmv<V>::Impl {
   std::uint64_t warp_slots = 1;  // resident warps of the whole GPU
   int wide_columns_blocks = 0;  // resident blocks per SM of run_plan_wide_columns; 0: not used
   WideOrder wide_order;         // the wide chunks' column order (SpMV^T); empty: not used
+  TilePlan<V> tiles[2];         // the standard leaves by output tiles, for A and A^T; unused when !use_tiles
+  bool use_tiles = false;
   SpmvPlanStats stats;
   // Entries per large-leaf item: about nnz / (32 warps per SM), at least 128
   // (one step of a warp): a matrix with few, big leaves (bcsstk13: 123 leaves
@@ -256,7 +267,25 @@ struct GpuSpmv<V>::Impl {
     rt.set_state(st);
     if (a->root() != null_ref) rt.run();
     cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(plan)");
-    for (int o = 0; o < 2; ++o) orient(o);
+    const Shape& shape = a->shape();
+    use_tiles = options.output_tiles && tiles_fit(shape.rows, shape.cols, shape.log2_node_size);
+    if (use_tiles) {
+      // Entries per tile: enough tiles to give every SM about 16, at most
+      // 4096 entries (a block's 8 warps take four units each).
+      const std::uint64_t per_tile = a->nnz() / (16ull * static_cast<std::uint64_t>(sms));
+      const auto tile_entries = static_cast<std::uint32_t>(std::clamp<std::uint64_t>((per_tile + 127) / 128 * 128, 256, 4096));
+      const std::uint64_t standard = n[bin_one] + n[bin_small] + n[bin_large] + n[bin_dense];
+      plan_tiles<V>(a->pool(), plan.items[bin_one], standard, n[bin_one] + n[bin_small], shape.rows, shape.cols,
+                    shape.log2_node_size, tile_entries, stream, tiles);
+      for (int o = 0; o < 2; ++o) {
+        oriented[o] = plan;  // the wide bin's blocks
+        stats.tiles[o] = tiles[o].tile_count;
+        stats.split_tiles[o] = tiles[o].split_tiles;
+        stats.tile_bytes[o] = tiles[o].bytes();
+      }
+    } else {
+      for (int o = 0; o < 2; ++o) orient(o);
+    }
     if (options.wide_column_order && wide_block_count > 0) {
       wide_order = plan_wide_order(a->pool(), wide_blocks, wide_block_count, st.log2d, stream);
       stats.wide_order_bytes = wide_order.bytes();
@@ -304,7 +333,8 @@ struct GpuSpmv<V>::Impl {
     const std::uint64_t rows = a->rows();
     if ((rows > 0 && y == nullptr) || (a->cols() > 0 && x == nullptr))
       throw Error("spmv: x and y must be device pointers to op(A).cols() and op(A).rows() values, not null");
-    if (rows > 0) {
+    const bool tiled = use_tiles && options.reuse_traversal && a->root() != null_ref && alpha != V(0);
+    if (rows > 0 && !tiled) {
       const auto grid = static_cast<unsigned>(std::min<std::uint64_t>((rows + 255) / 256, 65536));
       scale_y<V><<<grid, 256, 0, stream>>>(y, rows, beta);
       cuda_check(cudaGetLastError(), "launch of scale_y");
@@ -318,7 +348,11 @@ struct GpuSpmv<V>::Impl {
       const std::uint64_t blocks = plan.first_block[bin_wide];
       const std::uint64_t wide_chunk_blocks = plan.first_block[leaf_bin_count] - blocks;
       if (blocks > 0x7fffffffu || wide_chunk_blocks > 0x7fffffffu) throw Error("spmv: plan needs more than 2^31 blocks");
-      if (blocks != 0) {
+      if (tiled) {
+        const TilePlan<V>& tp = tiles[st.transposed ? 1 : 0];
+        run_tiles<V><<<static_cast<unsigned>(tp.tile_count), tile_threads, 0, stream>>>(tp.view(), st, beta);
+        cuda_check(cudaGetLastError(), "launch of run_tiles");
+      } else if (blocks != 0) {
         const std::size_t shared = (plan_block / 32) * (std::size_t{1} << st.log2d) * sizeof(V);
         if (riding.ranges)
           run_plan<V, true><<<static_cast<unsigned>(blocks), plan_block, shared, stream>>>(plan, st, riding);

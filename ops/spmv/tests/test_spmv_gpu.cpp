@@ -309,8 +309,10 @@ void check_riders(std::uint32_t node_size, std::mt19937_64& rng) {
   DeviceMatrix<V> dev(host);
   // Automatic: this matrix's ~100 large leaves do not fill the GPU, so the
   // small leaves keep their own warps.
-  EXPECT_EQ(ops::GpuSpmv<V>(dev).stats().riders[0], 0u) << "d " << node_size;
-  ops::GpuSpmv<V> plan(dev, ops::SpmvOptions{.riders = ops::SpmvOptions::Riders::always});
+  EXPECT_EQ(ops::GpuSpmv<V>(dev, ops::SpmvOptions{.output_tiles = false}).stats().riders[0], 0u) << "d " << node_size;
+  // Riders exist only in the leaf bins: with output tiles a block's small
+  // leaves are summed with its large ones anyway.
+  ops::GpuSpmv<V> plan(dev, ops::SpmvOptions{.riders = ops::SpmvOptions::Riders::always, .output_tiles = false});
   EXPECT_GT(plan.stats().riders[0], 0u) << "d " << node_size;
   EXPECT_GT(plan.stats().riders[1], 0u) << "d " << node_size;
   EXPECT_LT(plan.stats().riders[0], plan.stats().leaves[1]) << "every small leaf rode, d " << node_size;
@@ -331,6 +333,42 @@ TEST(SpmvGpu, RidersOfLargeLeaves) {
   check_riders<float>(32, rng);
   check_riders<double>(64, rng);
   check_riders<float>(128, rng);
+}
+
+// Output tiles (spmv_tile_agent.cuh), every node size: tiles of many output
+// blocks (small d), dense leaves, and blocks split over several tiles (a full
+// row and a full column: their partial sums meet in the last tile to arrive,
+// whose counter must be back at zero for the next call; check_all_states
+// calls each plan six times), against the reference and the plan without
+// tiles.
+TEST(SpmvGpu, OutputTiles) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  for (std::uint32_t d : {2u, 4u, 8u, 32u, 128u, 256u}) {
+    Coo<double> c = random_coo<double>(30000, 20000, 40000, rng);
+    for (index_t k = 0; k < 20000; ++k) c.push(11, k, random_value<double>(rng));
+    for (index_t k = 0; k < 30000; k += 2) c.push(k, 5, random_value<double>(rng));
+    for (index_t r = 8 * d; r < 9 * d; ++r)  // one full leaf: dense
+      for (index_t k = 16 * d; k < 17 * d; ++k) c.push(r, k, random_value<double>(rng));
+    const Matrix<double> host = build_matrix(c, d);
+    EXPECT_GT(validate(host.content()).dense, 0u) << "d " << d;
+    const std::string what = "d" + std::to_string(d);
+    {
+      DeviceMatrix<double> dev(host);
+      const ops::GpuSpmv<double> plan(dev);
+      for (int o = 0; o < 2; ++o) {
+        EXPECT_GT(plan.stats().tiles[o], 0u) << what;
+        EXPECT_GT(plan.stats().split_tiles[o], 1u) << what << ": the full line must be split";
+        EXPECT_GT(plan.stats().tile_bytes[o], 0u) << what;
+      }
+    }
+    check_all_states(host, {}, rng, what + " tiles");
+    check_all_states(host, ops::SpmvOptions{.output_tiles = false}, rng, what + " no tiles");
+    Coo<float> cf{c.rows, c.cols, c.row, c.col, {}};
+    for (double v : c.val) cf.val.push_back(static_cast<float>(v));
+    check_all_states(build_matrix(cf, d), {}, rng, what + " f32 tiles");
+  }
 }
 
 // Vectors that do not start on a 16-byte boundary (a user's y + 1): the

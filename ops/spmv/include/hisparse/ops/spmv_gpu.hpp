@@ -43,6 +43,10 @@ struct SpmvOptions {
   // columns where it fits in 64 KiB (f32 up to d = 128, f64 up to 64), or
   // adds one atomic per entry.
   bool wide_column_order = true;
+  // With the reused traversal: the standard leaves summed by output tiles
+  // (docs/ops.md, "Output tiles"): each output written once, no atomics into
+  // y. false: the leaf bins with atomics (measurement).
+  bool output_tiles = true;
 };
 
 struct SpmvPlanStats {
@@ -50,6 +54,9 @@ struct SpmvPlanStats {
   std::array<std::uint64_t, 2> riders{};   // small leaves summed with a large leaf of their output block: A, A^T
   std::uint64_t wide_order_bytes = 0;      // device memory of the wide nodes' column order (0: none)
   std::uint64_t wide_column_runs = 0;      // its runs of equal columns per 4096-entry chunk: SpMV^T's atomics before the warp merge
+  std::array<std::uint64_t, 2> tiles{};       // output tiles of A and A^T (0: not used)
+  std::array<std::uint64_t, 2> split_tiles{};  // of those, tiles that share their output block with others
+  std::array<std::uint64_t, 2> tile_bytes{};  // their device memory (units, tiles), read by every call in that orientation
   double traversal_ms = 0;                 // plan building (two traversals, the rider and wide-order sorts), host clock
   std::uint64_t runs = 0;
 };

@@ -1,0 +1,214 @@
+#pragma once
+// The output-tile agent of the cached SpMV plan: one thread block per tile,
+// a tile being a run of consecutive output blocks (block rows in A, block
+// columns in A^T) together with every standard leaf that adds into them
+// (spmv_plan_tiles.cuh builds them). The block sums the tile's leaves into a
+// shared accumulator of its outputs and then writes each output once,
+// y = k * sum + beta * y: no pass that scales y first, no global atomics,
+// and y is read and written once per call instead of once per leaf.
+//
+// Work inside a tile comes in units of at most 128 entries (or dense cells)
+// of one leaf, one warp step each: lane l takes four consecutive entries with
+// one vector load of coordinates and one of values. A unit carries what the
+// warp needs to address its data (the value array's offset, the entry range,
+// the input block), so its loads do not wait for the node's header.
+//
+// An output block with more entries than one tile should take (a dense row
+// of a circuit) is split over several tiles: each writes its partial sums to
+// a slot, and the last one to arrive (a counter per split block, reset by
+// that last block for the next call) adds the slots in slot order and writes
+// y. Wide (COOW) nodes are not in tiles: their kernels run after this one and
+// add into y with atomics.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "spmv_procedures.cuh"
+
+namespace hisparse::ops::spmv_gpu {
+
+inline constexpr std::uint32_t tile_threads = 256;
+inline constexpr std::uint32_t tile_warps = tile_threads / 32;
+inline constexpr std::uint32_t tile_unit_entries = 128;  // 32 lanes x 4
+// Outputs of one tile: its shared accumulator (8 KiB in f32, 16 in f64).
+inline constexpr std::uint32_t tile_max_outputs = 2048;
+inline constexpr std::uint32_t no_split = ~0u;
+
+// At most 128 entries (cells) of one leaf. step: the unit's index inside the
+// leaf (entries [128 * step, 128 * step + count)); value_offset4: the
+// leaf's value array, in 4-byte units from the node; out: the output block
+// inside the tile.
+struct TileUnit {
+  NodeRef ref;
+  std::uint16_t step;
+  std::uint16_t value_offset4;
+  std::uint32_t in_block;
+  std::uint16_t count;
+  std::uint16_t out;
+};
+static_assert(sizeof(TileUnit) == 16, "one 16-byte load per unit");
+
+// Units [unit_begin, the next tile's unit_begin); output blocks [block,
+// block + blocks). split: no_split, or the split block's group.
+struct Tile {
+  std::uint32_t unit_begin;
+  std::uint32_t block;
+  std::uint32_t blocks;
+  std::uint32_t split;
+};
+
+// The tiles of one output block that is split: tiles [first_tile, first_tile
+// + tiles), whose partial sums go to slots [first_slot, first_slot + tiles).
+struct SplitGroup {
+  std::uint32_t first_tile;
+  std::uint32_t tiles;
+  std::uint32_t first_slot;
+  std::uint32_t unused;
+};
+
+template <class V>
+struct TileView {
+  const Tile* tiles;  // tile count + 1: the last holds the units' end
+  const TileUnit* units;
+  const SplitGroup* groups;
+  unsigned* arrivals;  // per split group, zero between calls
+  V* partials;         // d values per slot
+};
+
+// Adds a unit's products into acc (the tile's outputs): lane `lane` of a
+// warp. Absent cells of a dense leaf add nothing (not 0 * x, which would
+// turn an infinite x into NaN).
+template <class V>
+__device__ inline void unit_to_acc(const TileUnit& u, std::uint32_t lane, const SpmvState<V>& st, V* acc) {
+  const std::uint32_t b = st.log2d;
+  V* out = acc + (std::uint32_t{u.out} << b);
+  const V* x = st.x + (std::uint64_t{u.in_block} << b);
+  const std::byte* node = st.pool + ref_offset(u.ref);
+  const NodeType type = ref_type(u.ref);
+  if (type == NodeType::coo1 || type == NodeType::coo2) {
+    if (lane < u.count) {
+      const LocalCoord lc = reinterpret_cast<const LocalCoord*>(node + 4)[lane];
+      const V a = reinterpret_cast<const V*>(node + 4u * u.value_offset4)[lane];
+      if (st.transposed) atomicAdd(out + lc.col, a * x[lc.row]);
+      else atomicAdd(out + lc.row, a * x[lc.col]);
+    }
+    return;
+  }
+  const std::uint32_t first = tile_unit_entries * u.step + 4 * lane;
+  const bool active = 4 * lane < u.count;
+  const V* values = reinterpret_cast<const V*>(node + 4u * u.value_offset4);
+  if (type == NodeType::dense) {
+    // Four consecutive cells: one row for d >= 4, so in A a row's cells are
+    // summed over the d / 4 lanes that share it; in A^T four columns.
+    const std::uint32_t d = 1u << b;
+    V a[4] = {V(0), V(0), V(0), V(0)};
+    std::uint32_t bits = 0;
+    if (active) {
+      load4(values + first, a);
+      bits = (reinterpret_cast<const std::uint8_t*>(node)[first >> 3] >> (first & 7u)) & 0xFu;
+    }
+    if (st.transposed || d < 4) {
+#pragma unroll
+      for (std::uint32_t j = 0; j < 4; ++j) {
+        if (!((bits >> j) & 1u)) continue;
+        const std::uint32_t cell = first + j, r = cell >> b, c = cell & (d - 1);
+        if (st.transposed) atomicAdd(out + c, a[j] * x[r]);
+        else atomicAdd(out + r, a[j] * x[c]);
+      }
+      return;
+    }
+    const std::uint32_t c0 = first & (d - 1);
+    V sum = V(0);
+#pragma unroll
+    for (std::uint32_t j = 0; j < 4; ++j)
+      if ((bits >> j) & 1u) sum += a[j] * x[c0 + j];
+    const std::uint32_t width = d / 4 < 32 ? d / 4 : 32;  // lanes per row
+    for (std::uint32_t off = width / 2; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    if (active && lane % width == 0) atomicAdd(out + (first >> b), sum);
+    return;
+  }
+  // COO4: coordinates at byte 8, row-major; padding entries lie beyond count.
+  if (!active) return;
+  const uint2 cw = reinterpret_cast<const uint2*>(node + 8)[first / 4];
+  V a[4];
+  load4(values + first, a);
+  const std::uint32_t words[2] = {cw.x, cw.y};
+  const std::uint32_t m = min(4u, u.count - 4 * lane);
+  if (st.transposed) {
+#pragma unroll
+    for (std::uint32_t j = 0; j < 4; ++j) {
+      if (j >= m) break;
+      const std::uint32_t w = words[j / 2] >> (16 * (j % 2));
+      atomicAdd(out + ((w >> 8) & 0xFFu), a[j] * x[w & 0xFFu]);
+    }
+    return;
+  }
+  // Rows are sorted: the lane sums its runs of equal rows before adding.
+  std::uint32_t row = words[0] & 0xFFu;
+  V sum = V(0);
+#pragma unroll
+  for (std::uint32_t j = 0; j < 4; ++j) {
+    if (j >= m) break;
+    const std::uint32_t w = words[j / 2] >> (16 * (j % 2));
+    const std::uint32_t r = w & 0xFFu;
+    if (r != row) {
+      atomicAdd(out + row, sum);
+      row = r;
+      sum = V(0);
+    }
+    sum += a[j] * x[(w >> 8) & 0xFFu];
+  }
+  atomicAdd(out + row, sum);
+}
+
+// y[o] = k * acc + beta * y[o] for a tile's outputs o (beta == 0 overwrites:
+// NaN in y must not leak), thread `tid` of tile_threads.
+template <class V>
+__device__ inline void write_outputs(const V* acc, std::uint32_t count, std::uint64_t out_base, V beta,
+                                     const SpmvState<V>& st) {
+  const std::uint32_t n = out_base + count <= st.y_size ? count : static_cast<std::uint32_t>(st.y_size - out_base);
+  for (std::uint32_t i = threadIdx.x; i < n; i += tile_threads) {
+    V* y = st.y + out_base + i;
+    *y = beta == V(0) ? st.k * acc[i] : st.k * acc[i] + beta * *y;
+  }
+}
+
+template <class V>
+__device__ inline void run_tile(const TileView<V>& tv, std::uint32_t t, const SpmvState<V>& st, V beta, V* acc) {
+  const Tile tile = tv.tiles[t];
+  const std::uint32_t unit_end = tv.tiles[t + 1].unit_begin;
+  const std::uint32_t outputs = tile.blocks << st.log2d;
+  for (std::uint32_t i = threadIdx.x; i < outputs; i += tile_threads) acc[i] = V(0);
+  __syncthreads();
+  const std::uint32_t lane = threadIdx.x % 32;
+  for (std::uint32_t u = tile.unit_begin + threadIdx.x / 32; u < unit_end; u += tile_warps)
+    unit_to_acc(tv.units[u], lane, st, acc);
+  __syncthreads();
+  const std::uint64_t out_base = std::uint64_t{tile.block} << st.log2d;
+  if (tile.split == no_split) {
+    write_outputs(acc, outputs, out_base, beta, st);
+    return;
+  }
+  // A part of a split block: publish the partial sums, and the last part to
+  // arrive adds them all (in slot order) and writes y.
+  const SplitGroup g = tv.groups[tile.split];
+  V* mine = tv.partials + (std::uint64_t{g.first_slot + (t - g.first_tile)} << st.log2d);
+  for (std::uint32_t i = threadIdx.x; i < outputs; i += tile_threads) mine[i] = acc[i];
+  __threadfence();
+  __syncthreads();
+  __shared__ bool last;
+  if (threadIdx.x == 0) last = atomicAdd(tv.arrivals + tile.split, 1u) == g.tiles - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  for (std::uint32_t i = threadIdx.x; i < outputs; i += tile_threads) {
+    V s = V(0);
+    for (std::uint32_t p = 0; p < g.tiles; ++p) s += __ldcg(tv.partials + (std::uint64_t{g.first_slot + p} << st.log2d) + i);
+    acc[i] = s;
+  }
+  __syncthreads();
+  write_outputs(acc, outputs, out_base, beta, st);
+  if (threadIdx.x == 0) tv.arrivals[tile.split] = 0;
+}
+
+}  // namespace hisparse::ops::spmv_gpu
