@@ -122,9 +122,11 @@ __global__ void __launch_bounds__(plan_block, 8) run_plan_wide(PlanBins p, SpmvS
 // The standard leaves by output tiles (spmv_tile_agent.cuh): writes every
 // output of y once, beta included.
 template <class V>
-__global__ void __launch_bounds__(tile_threads) run_tiles(TileView<V> tv, SpmvState<V> st, V beta) {
-  __shared__ __align__(16) V acc[tile_max_outputs];
-  run_tile(tv, blockIdx.x, st, beta, acc);
+__global__ void __launch_bounds__(tile_threads, 8) run_tiles(TileView<V> tv, std::uint64_t tiles, SpmvState<V> st,
+                                                             V beta) {
+  __shared__ __align__(16) V acc[tile_warps][tile_max_outputs];
+  const std::uint64_t t = std::uint64_t{blockIdx.x} * tile_warps + threadIdx.x / 32;
+  if (t < tiles) run_tile(tv, static_cast<std::uint32_t>(t), threadIdx.x % 32, st, beta, acc[threadIdx.x / 32]);
 }
 
 // SpMV^T of wide nodes: whole-block chunks summed per column in shared memory
@@ -270,10 +272,10 @@ struct GpuSpmv<V>::Impl {
     const Shape& shape = a->shape();
     use_tiles = options.output_tiles && tiles_fit(shape.rows, shape.cols, shape.log2_node_size);
     if (use_tiles) {
-      // Entries per tile: enough tiles to give every SM about 16, at most
-      // 4096 entries (a block's 8 warps take four units each).
-      const std::uint64_t per_tile = a->nnz() / (16ull * static_cast<std::uint64_t>(sms));
-      const auto tile_entries = static_cast<std::uint32_t>(std::clamp<std::uint64_t>((per_tile + 127) / 128 * 128, 256, 4096));
+      // Entries per tile (a warp's): enough tiles to give every warp slot of
+      // the GPU about two, at most 2048 entries, at least one unit.
+      const std::uint64_t per_tile = a->nnz() / (2 * warp_slots);
+      const auto tile_entries = static_cast<std::uint32_t>(std::clamp<std::uint64_t>((per_tile + 127) / 128 * 128, 128, 2048));
       const std::uint64_t standard = n[bin_one] + n[bin_small] + n[bin_large] + n[bin_dense];
       plan_tiles<V>(a->pool(), plan.items[bin_one], standard, n[bin_one] + n[bin_small], shape.rows, shape.cols,
                     shape.log2_node_size, tile_entries, stream, tiles);
@@ -350,7 +352,8 @@ struct GpuSpmv<V>::Impl {
       if (blocks > 0x7fffffffu || wide_chunk_blocks > 0x7fffffffu) throw Error("spmv: plan needs more than 2^31 blocks");
       if (tiled) {
         const TilePlan<V>& tp = tiles[st.transposed ? 1 : 0];
-        run_tiles<V><<<static_cast<unsigned>(tp.tile_count), tile_threads, 0, stream>>>(tp.view(), st, beta);
+        const auto grid = static_cast<unsigned>((tp.tile_count + tile_warps - 1) / tile_warps);
+        run_tiles<V><<<grid, tile_threads, 0, stream>>>(tp.view(), tp.tile_count, st, beta);
         cuda_check(cudaGetLastError(), "launch of run_tiles");
       } else if (blocks != 0) {
         const std::size_t shared = (plan_block / 32) * (std::size_t{1} << st.log2d) * sizeof(V);

@@ -27,11 +27,15 @@
 
 namespace hisparse::ops::spmv_gpu {
 
+// A tile is a warp's: blocks of 256 threads run eight tiles side by side,
+// each warp with its own accumulator and no barrier between warps (a block
+// waiting for its slowest warp at a barrier cost 18% of the stall cycles
+// when a tile was a block's, perf-log 19).
 inline constexpr std::uint32_t tile_threads = 256;
 inline constexpr std::uint32_t tile_warps = tile_threads / 32;
 inline constexpr std::uint32_t tile_unit_entries = 128;  // 32 lanes x 4
-// Outputs of one tile: its shared accumulator (8 KiB in f32, 16 in f64).
-inline constexpr std::uint32_t tile_max_outputs = 2048;
+// Outputs of one tile: its warp's shared accumulator (1 KiB in f32).
+inline constexpr std::uint32_t tile_max_outputs = 256;
 inline constexpr std::uint32_t no_split = ~0u;
 
 // At most 128 entries (cells) of one leaf. step: the unit's index inside the
@@ -162,53 +166,52 @@ __device__ inline void unit_to_acc(const TileUnit& u, std::uint32_t lane, const 
 }
 
 // y[o] = k * acc + beta * y[o] for a tile's outputs o (beta == 0 overwrites:
-// NaN in y must not leak), thread `tid` of tile_threads.
+// NaN in y must not leak), lane `lane` of the tile's warp.
 template <class V>
 __device__ inline void write_outputs(const V* acc, std::uint32_t count, std::uint64_t out_base, V beta,
-                                     const SpmvState<V>& st) {
+                                     std::uint32_t lane, const SpmvState<V>& st) {
   const std::uint32_t n = out_base + count <= st.y_size ? count : static_cast<std::uint32_t>(st.y_size - out_base);
-  for (std::uint32_t i = threadIdx.x; i < n; i += tile_threads) {
+  for (std::uint32_t i = lane; i < n; i += 32) {
     V* y = st.y + out_base + i;
     *y = beta == V(0) ? st.k * acc[i] : st.k * acc[i] + beta * *y;
   }
 }
 
+// Tile t by one warp, `acc` its tile_max_outputs values of shared memory.
 template <class V>
-__device__ inline void run_tile(const TileView<V>& tv, std::uint32_t t, const SpmvState<V>& st, V beta, V* acc) {
+__device__ inline void run_tile(const TileView<V>& tv, std::uint32_t t, std::uint32_t lane, const SpmvState<V>& st,
+                                V beta, V* acc) {
   const Tile tile = tv.tiles[t];
   const std::uint32_t unit_end = tv.tiles[t + 1].unit_begin;
   const std::uint32_t outputs = tile.blocks << st.log2d;
-  for (std::uint32_t i = threadIdx.x; i < outputs; i += tile_threads) acc[i] = V(0);
-  __syncthreads();
-  const std::uint32_t lane = threadIdx.x % 32;
-  for (std::uint32_t u = tile.unit_begin + threadIdx.x / 32; u < unit_end; u += tile_warps)
-    unit_to_acc(tv.units[u], lane, st, acc);
-  __syncthreads();
+  for (std::uint32_t i = lane; i < outputs; i += 32) acc[i] = V(0);
+  __syncwarp();
+  for (std::uint32_t u = tile.unit_begin; u < unit_end; ++u) unit_to_acc(tv.units[u], lane, st, acc);
+  __syncwarp();
   const std::uint64_t out_base = std::uint64_t{tile.block} << st.log2d;
   if (tile.split == no_split) {
-    write_outputs(acc, outputs, out_base, beta, st);
+    write_outputs(acc, outputs, out_base, beta, lane, st);
     return;
   }
   // A part of a split block: publish the partial sums, and the last part to
   // arrive adds them all (in slot order) and writes y.
   const SplitGroup g = tv.groups[tile.split];
   V* mine = tv.partials + (std::uint64_t{g.first_slot + (t - g.first_tile)} << st.log2d);
-  for (std::uint32_t i = threadIdx.x; i < outputs; i += tile_threads) mine[i] = acc[i];
+  for (std::uint32_t i = lane; i < outputs; i += 32) mine[i] = acc[i];
   __threadfence();
-  __syncthreads();
-  __shared__ bool last;
-  if (threadIdx.x == 0) last = atomicAdd(tv.arrivals + tile.split, 1u) == g.tiles - 1;
-  __syncthreads();
-  if (!last) return;
+  __syncwarp();
+  bool last = false;
+  if (lane == 0) last = atomicAdd(tv.arrivals + tile.split, 1u) == g.tiles - 1;
+  if (!__shfl_sync(0xffffffffu, last, 0)) return;
   __threadfence();
-  for (std::uint32_t i = threadIdx.x; i < outputs; i += tile_threads) {
+  for (std::uint32_t i = lane; i < outputs; i += 32) {
     V s = V(0);
     for (std::uint32_t p = 0; p < g.tiles; ++p) s += __ldcg(tv.partials + (std::uint64_t{g.first_slot + p} << st.log2d) + i);
     acc[i] = s;
   }
-  __syncthreads();
-  write_outputs(acc, outputs, out_base, beta, st);
-  if (threadIdx.x == 0) tv.arrivals[tile.split] = 0;
+  __syncwarp();
+  write_outputs(acc, outputs, out_base, beta, lane, st);
+  if (lane == 0) tv.arrivals[tile.split] = 0;
 }
 
 }  // namespace hisparse::ops::spmv_gpu
