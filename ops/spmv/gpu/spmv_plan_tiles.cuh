@@ -23,18 +23,17 @@ namespace hisparse::ops::spmv_gpu {
 
 template <class V>
 struct TilePlan {
-  DeviceBytes tiles, steps, units, groups, arrivals, partials;
+  DeviceBytes tiles, units, groups, arrivals, partials;
   std::uint64_t tile_count = 0;
   std::uint64_t unit_count = 0;
-  std::uint64_t step_count = 0;
   std::uint64_t split_tiles = 0;
   // What a call reads beyond the pool: units and tiles (the split groups'
   // slots and counters are a few bytes per split block).
   [[nodiscard]] std::uint64_t bytes() const {
-    return tiles.size() + steps.size() + units.size() + groups.size() + arrivals.size() + partials.size();
+    return tiles.size() + units.size() + groups.size() + arrivals.size() + partials.size();
   }
   [[nodiscard]] TileView<V> view() const {
-    return {tiles.as<Tile>(), steps.as<std::uint32_t>(), units.as<TileUnit>(), groups.as<SplitGroup>(), arrivals.as<unsigned>(), partials.as<V>()};
+    return {tiles.as<Tile>(), units.as<TileUnit>(), groups.as<SplitGroup>(), arrivals.as<unsigned>(), partials.as<V>()};
   }
 };
 
@@ -130,7 +129,6 @@ void plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
                                    out});
       }
     };
-    // A tile's first_step holds its first unit until the steps are cut.
     std::vector<Tile> tiles;
     std::vector<SplitGroup> groups;
     std::uint32_t slots = 0;
@@ -164,33 +162,12 @@ void plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
     }
     if (units.size() >= (std::uint64_t{1} << 32) || tiles.size() >= (std::uint64_t{1} << 31))
       throw LimitError("spmv: the plan needs more than 2^32 units or 2^31 tiles");
-    // Warp steps: a unit alone, or small sparse units packed up to 32 quads.
-    auto small = [&](const TileUnit& u) { return ref_type(u.ref) != NodeType::dense && u.step == 0 && u.count <= 32; };
-    std::vector<std::uint32_t> steps;
-    steps.reserve(units.size() + tiles.size() + 1);
-    for (std::size_t i = 0; i < tiles.size(); ++i) {
-      const std::uint32_t end = i + 1 < tiles.size() ? tiles[i + 1].first_step : static_cast<std::uint32_t>(units.size());
-      const std::uint32_t begin = tiles[i].first_step;
-      tiles[i].first_step = static_cast<std::uint32_t>(steps.size());
-      for (std::uint32_t u = begin; u < end;) {
-        steps.push_back(u);
-        if (!small(units[u])) {
-          ++u;
-          continue;
-        }
-        for (std::uint32_t quads = 0; u < end && small(units[u]) && quads + (units[u].count + 3u) / 4u <= 32u; ++u)
-          quads += (units[u].count + 3u) / 4u;
-      }
-    }
     TilePlan<V>& p = out[o];
     p.tile_count = tiles.size();
     p.unit_count = units.size();
-    p.step_count = steps.size();
-    steps.push_back(static_cast<std::uint32_t>(units.size()));
     p.split_tiles = slots;
-    tiles.push_back(Tile{static_cast<std::uint32_t>(p.step_count), 0, 0, no_split});
+    tiles.push_back(Tile{static_cast<std::uint32_t>(units.size()), 0, 0, no_split});
     p.tiles = upload(tiles, stream);
-    p.steps = upload(steps, stream);
     p.units = upload(units, stream);
     p.groups = upload(groups, stream);
     p.arrivals = DeviceBytes(std::max<std::size_t>(groups.size(), 1) * sizeof(unsigned));

@@ -52,13 +52,10 @@ struct TileUnit {
 };
 static_assert(sizeof(TileUnit) == 16, "one 16-byte load per unit");
 
-// A warp step: one unit, or consecutive units of small sparse leaves (at
-// most 32 entries each, at most 32 quads together), a quad per lane; without
-// them a circuit's dense line would take a warp step per one-entry leaf.
-// A tile: steps [first_step, the next tile's first_step), output blocks
-// [block, block + blocks). split: no_split, or the split block's group.
+// Units [unit_begin, the next tile's unit_begin); output blocks [block,
+// block + blocks). split: no_split, or the split block's group.
 struct Tile {
-  std::uint32_t first_step;
+  std::uint32_t unit_begin;
   std::uint32_t block;
   std::uint32_t blocks;
   std::uint32_t split;
@@ -75,17 +72,15 @@ struct SplitGroup {
 
 template <class V>
 struct TileView {
-  const Tile* tiles;           // tile count + 1: the last holds the steps' end
-  const std::uint32_t* steps;  // first unit of each step, step count + 1
+  const Tile* tiles;  // tile count + 1: the last holds the units' end
   const TileUnit* units;
   const SplitGroup* groups;
   unsigned* arrivals;  // per split group, zero between calls
   V* partials;         // d values per slot
 };
 
-// Adds the products of quad `lane` of a unit (entries or cells 4 * lane to
-// 4 * lane + 3 of it) into acc, the tile's outputs. A dense unit needs the
-// whole warp, lane l taking quad l (its rows are summed across lanes). Absent cells of a dense leaf add nothing (not 0 * x, which would
+// Adds a unit's products into acc (the tile's outputs): lane `lane` of a
+// warp. Absent cells of a dense leaf add nothing (not 0 * x, which would
 // turn an infinite x into NaN).
 template <class V>
 __device__ inline void unit_to_acc(const TileUnit& u, std::uint32_t lane, const SpmvState<V>& st, V* acc) {
@@ -95,11 +90,9 @@ __device__ inline void unit_to_acc(const TileUnit& u, std::uint32_t lane, const 
   const std::byte* node = st.pool + ref_offset(u.ref);
   const NodeType type = ref_type(u.ref);
   if (type == NodeType::coo1 || type == NodeType::coo2) {
-    // One quad: its lane takes both entries.
-    if (lane != 0) return;
-    for (std::uint32_t e = 0; e < u.count; ++e) {
-      const LocalCoord lc = reinterpret_cast<const LocalCoord*>(node + 4)[e];
-      const V a = reinterpret_cast<const V*>(node + 4u * u.value_offset4)[e];
+    if (lane < u.count) {
+      const LocalCoord lc = reinterpret_cast<const LocalCoord*>(node + 4)[lane];
+      const V a = reinterpret_cast<const V*>(node + 4u * u.value_offset4)[lane];
       if (st.transposed) atomicAdd(out + lc.col, a * x[lc.row]);
       else atomicAdd(out + lc.row, a * x[lc.col]);
     }
@@ -172,48 +165,6 @@ __device__ inline void unit_to_acc(const TileUnit& u, std::uint32_t lane, const 
   atomicAdd(out + row, sum);
 }
 
-// A step of several small units: lanes below their count load one each, a
-// scan of their quad counts places each unit's first quad, and every lane
-// takes the quad its lane number falls on.
-template <class V>
-__device__ inline void packed_step_to_acc(const TileView<V>& tv, std::uint32_t u0, std::uint32_t u1, std::uint32_t lane,
-                                          const SpmvState<V>& st, V* acc) {
-  constexpr unsigned full = 0xffffffffu;
-  TileUnit u{};
-  if (lane < u1 - u0) u = tv.units[u0 + lane];
-  const std::uint32_t q = (u.count + 3u) / 4u;
-  std::uint32_t incl = q;
-  for (std::uint32_t off = 1; off < 32; off <<= 1) {
-    const std::uint32_t v = __shfl_up_sync(full, incl, off);
-    if (lane >= off) incl += v;
-  }
-  const std::uint32_t start = incl - q;
-  const unsigned starts = __reduce_or_sync(full, q > 0 ? 1u << start : 0u);
-  const int k = __popc(starts & ((2u << lane) - 1u)) - 1;  // the unit of this lane's quad
-  const std::uint32_t quad = lane - __shfl_sync(full, start, k);
-  const std::uint32_t total = __shfl_sync(full, incl, 31);
-  uint4 raw = *reinterpret_cast<const uint4*>(&u);
-  raw.x = __shfl_sync(full, raw.x, k), raw.y = __shfl_sync(full, raw.y, k);
-  raw.z = __shfl_sync(full, raw.z, k), raw.w = __shfl_sync(full, raw.w, k);
-  if (lane < total) unit_to_acc(*reinterpret_cast<const TileUnit*>(&raw), quad, st, acc);
-}
-
-// Steps [first, end): their bounds are loaded 31 at a time, one per lane.
-template <class V>
-__device__ inline void steps_to_acc(const TileView<V>& tv, std::uint32_t first, std::uint32_t end, std::uint32_t lane,
-                                    const SpmvState<V>& st, V* acc) {
-  constexpr unsigned full = 0xffffffffu;
-  for (std::uint32_t base = first; base < end; base += 31) {
-    const std::uint32_t bound = base + lane <= end ? tv.steps[base + lane] : 0u;
-    const std::uint32_t n = min(31u, end - base);
-    for (std::uint32_t i = 0; i < n; ++i) {
-      const std::uint32_t u0 = __shfl_sync(full, bound, i), u1 = __shfl_sync(full, bound, i + 1);
-      if (u1 - u0 == 1) unit_to_acc(tv.units[u0], lane, st, acc);
-      else packed_step_to_acc(tv, u0, u1, lane, st, acc);
-    }
-  }
-}
-
 // y[o] = k * acc + beta * y[o] for a tile's outputs o (beta == 0 overwrites:
 // NaN in y must not leak), lane `lane` of the tile's warp.
 template <class V>
@@ -231,11 +182,11 @@ template <class V>
 __device__ inline void run_tile(const TileView<V>& tv, std::uint32_t t, std::uint32_t lane, const SpmvState<V>& st,
                                 V beta, V* acc) {
   const Tile tile = tv.tiles[t];
-  const std::uint32_t step_end = tv.tiles[t + 1].first_step;
+  const std::uint32_t unit_end = tv.tiles[t + 1].unit_begin;
   const std::uint32_t outputs = tile.blocks << st.log2d;
   for (std::uint32_t i = lane; i < outputs; i += 32) acc[i] = V(0);
   __syncwarp();
-  steps_to_acc(tv, tile.first_step, step_end, lane, st, acc);
+  for (std::uint32_t u = tile.unit_begin; u < unit_end; ++u) unit_to_acc(tv.units[u], lane, st, acc);
   __syncwarp();
   const std::uint64_t out_base = std::uint64_t{tile.block} << st.log2d;
   if (tile.split == no_split) {
