@@ -272,13 +272,13 @@ struct GpuSpmv<V>::Impl {
     const Shape& shape = a->shape();
     use_tiles = options.output_tiles && tiles_fit(shape.rows, shape.cols, shape.log2_node_size);
     if (use_tiles) {
-      // Entries per tile (a warp's): enough tiles to give every warp slot of
-      // the GPU about two, at most 2048 entries, at least one unit.
-      const std::uint64_t per_tile = a->nnz() / (2 * warp_slots);
-      const auto tile_entries = static_cast<std::uint32_t>(std::clamp<std::uint64_t>((per_tile + 127) / 128 * 128, 128, 2048));
+      // Units per tile (a warp's): enough tiles to give every warp slot of
+      // the GPU about two, at most 16 (2048 entries), at least one.
+      const std::uint64_t per_tile = a->nnz() / (2 * warp_slots * tile_unit_entries);
+      const auto tile_steps = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(per_tile, 1, 16));
       const std::uint64_t standard = n[bin_one] + n[bin_small] + n[bin_large] + n[bin_dense];
       plan_tiles<V>(a->pool(), plan.items[bin_one], standard, n[bin_one] + n[bin_small], shape.rows, shape.cols,
-                    shape.log2_node_size, tile_entries, stream, tiles);
+                    shape.log2_node_size, tile_steps, stream, tiles);
       for (int o = 0; o < 2; ++o) {
         oriented[o] = plan;  // the wide bin's blocks
         stats.tiles[o] = tiles[o].tile_count;

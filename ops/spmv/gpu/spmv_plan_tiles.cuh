@@ -7,8 +7,8 @@
 // 2. on the host, the leaves grouped by output block (a counting sort that
 //    keeps the traversal's order inside a block), each cut into units of at
 //    most 128 entries, and the blocks grouped into tiles of at most
-//    `tile_entries` entries and tile_max_outputs outputs; a block with more
-//    entries than that is split over several tiles;
+//    `tile_steps` units and tile_max_outputs outputs; a block with more
+//    units than that is split over several tiles;
 // 3. the units, tiles and split groups uploaded.
 // The host step is linear in the leaves and the output blocks.
 #include <algorithm>
@@ -23,17 +23,17 @@ namespace hisparse::ops::spmv_gpu {
 
 template <class V>
 struct TilePlan {
-  DeviceBytes tiles, units, groups, arrivals, partials;
+  DeviceBytes tiles, units, groups, arrivals, group_acc;
   std::uint64_t tile_count = 0;
   std::uint64_t unit_count = 0;
   std::uint64_t split_tiles = 0;
-  // What a call reads beyond the pool: units and tiles (the split groups'
-  // slots and counters are a few bytes per split block).
+  // What a call reads beyond the pool: units and tiles (and per split
+  // block a counter and d sums).
   [[nodiscard]] std::uint64_t bytes() const {
-    return tiles.size() + units.size() + groups.size() + arrivals.size() + partials.size();
+    return tiles.size() + units.size() + groups.size() + arrivals.size() + group_acc.size();
   }
   [[nodiscard]] TileView<V> view() const {
-    return {tiles.as<Tile>(), units.as<TileUnit>(), groups.as<SplitGroup>(), arrivals.as<unsigned>(), partials.as<V>()};
+    return {tiles.as<Tile>(), units.as<TileUnit>(), groups.as<std::uint32_t>(), arrivals.as<unsigned>(), group_acc.as<V>()};
   }
 };
 
@@ -76,7 +76,7 @@ inline bool tiles_fit(std::uint64_t rows, std::uint64_t cols, std::uint32_t log2
 // orientations' plans from one download. Synchronizes `stream`.
 template <class V>
 void plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t count, std::uint64_t first_chunked,
-                std::uint64_t rows, std::uint64_t cols, std::uint32_t log2d, std::uint32_t tile_entries,
+                std::uint64_t rows, std::uint64_t cols, std::uint32_t log2d, std::uint32_t tile_steps,
                 cudaStream_t stream, TilePlan<V> (&out)[2]) {
   using namespace tile_detail;
   std::vector<NodeItem> host_items(count);
@@ -101,9 +101,11 @@ void plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
     auto out_of = [&](const NodeItem& it) { return static_cast<std::uint32_t>(o == 0 ? it.brow : it.bcol); };
     for (std::uint64_t i = 0; i < count; ++i)
       if (n[i] > 0) ++first[out_of(host_items[i]) + 1];
-    std::vector<std::uint64_t> entries(blocks, 0);
+    // A block's weight: its units, one warp step each whatever their size
+    // (a circuit's dense line of one-entry leaves costs a step per entry).
+    std::vector<std::uint64_t> steps(blocks, 0);
     for (std::uint64_t i = 0; i < count; ++i)
-      if (n[i] > 0) entries[out_of(host_items[i])] += n[i];
+      if (n[i] > 0) steps[out_of(host_items[i])] += (n[i] + tile_unit_entries - 1) / tile_unit_entries;
     for (std::uint32_t b = 0; b < blocks; ++b) first[b + 1] += first[b];
     std::vector<std::uint64_t> order(first[blocks]);
     {
@@ -114,7 +116,7 @@ void plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
     // Units of a block's leaves, appended with their output block `out`
     // inside the tile.
     std::vector<TileUnit> units;
-    units.reserve(first[blocks] + (std::accumulate(entries.begin(), entries.end(), std::uint64_t{0}) >> 7));
+    units.reserve(std::accumulate(steps.begin(), steps.end(), std::uint64_t{0}));
     auto add_units = [&](std::uint32_t block, std::uint16_t out) {
       for (std::uint64_t k = first[block]; k < first[block + 1]; ++k) {
         const NodeItem& it = host_items[order[k]];
@@ -130,30 +132,30 @@ void plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
       }
     };
     std::vector<Tile> tiles;
-    std::vector<SplitGroup> groups;
-    std::uint32_t slots = 0;
+    std::vector<std::uint32_t> groups;  // per split block: its tiles
+    std::uint32_t split_tiles = 0;
     const std::uint32_t max_blocks = std::max(1u, tile_max_outputs >> log2d);
     std::uint32_t b = 0;
     while (b < blocks) {
-      if (entries[b] > tile_entries) {
+      if (steps[b] > tile_steps) {
         // A heavy block: its units cut evenly over `parts` tiles.
         const auto begin = static_cast<std::uint32_t>(units.size());
         add_units(b, 0);
         const auto unit_count = static_cast<std::uint32_t>(units.size()) - begin;
         const std::uint32_t parts = static_cast<std::uint32_t>(
-            std::min<std::uint64_t>((entries[b] + tile_entries - 1) / tile_entries, unit_count));
-        groups.push_back(SplitGroup{static_cast<std::uint32_t>(tiles.size()), parts, slots, 0});
+            std::min<std::uint64_t>((steps[b] + tile_steps - 1) / tile_steps, unit_count));
+        groups.push_back(parts);
         for (std::uint32_t p = 0; p < parts; ++p)
           tiles.push_back(Tile{begin + static_cast<std::uint32_t>(std::uint64_t{unit_count} * p / parts), b, 1,
                                static_cast<std::uint32_t>(groups.size() - 1)});
-        slots += parts;
+        split_tiles += parts;
         ++b;
         continue;
       }
       Tile t{static_cast<std::uint32_t>(units.size()), b, 0, no_split};
       std::uint64_t sum = 0;
-      while (b < blocks && t.blocks < max_blocks && entries[b] <= tile_entries && sum + entries[b] <= tile_entries) {
-        sum += entries[b];
+      while (b < blocks && t.blocks < max_blocks && steps[b] <= tile_steps && sum + steps[b] <= tile_steps) {
+        sum += steps[b];
         add_units(b, static_cast<std::uint16_t>(t.blocks));
         ++t.blocks;
         ++b;
@@ -165,14 +167,15 @@ void plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
     TilePlan<V>& p = out[o];
     p.tile_count = tiles.size();
     p.unit_count = units.size();
-    p.split_tiles = slots;
+    p.split_tiles = split_tiles;
     tiles.push_back(Tile{static_cast<std::uint32_t>(units.size()), 0, 0, no_split});
     p.tiles = upload(tiles, stream);
     p.units = upload(units, stream);
     p.groups = upload(groups, stream);
     p.arrivals = DeviceBytes(std::max<std::size_t>(groups.size(), 1) * sizeof(unsigned));
     cuda_check(cudaMemsetAsync(p.arrivals.get(), 0, p.arrivals.size(), stream), "cudaMemsetAsync(SpMV tile arrivals)");
-    p.partials = DeviceBytes(std::max<std::size_t>(std::uint64_t{slots} << log2d, 1) * sizeof(V));
+    p.group_acc = DeviceBytes(std::max<std::size_t>(groups.size() << log2d, 1) * sizeof(V));
+    cuda_check(cudaMemsetAsync(p.group_acc.get(), 0, p.group_acc.size(), stream), "cudaMemsetAsync(SpMV tile sums)");
     // The host vectors die on return: the uploads must be done.
     cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(SpMV tiles)");
   }

@@ -14,10 +14,10 @@
 // the input block), so its loads do not wait for the node's header.
 //
 // An output block with more entries than one tile should take (a dense row
-// of a circuit) is split over several tiles: each writes its partial sums to
-// a slot, and the last one to arrive (a counter per split block, reset by
-// that last block for the next call) adds the slots in slot order and writes
-// y. Wide (COOW) nodes are not in tiles: their kernels run after this one and
+// of a circuit) is split over several tiles: each adds its sums into the
+// block's accumulator in global memory, and the last one to arrive (a
+// counter per split block, reset by that last tile for the next call)
+// writes y from it. Wide (COOW) nodes are not in tiles: their kernels run after this one and
 // add into y with atomics.
 #include <cuda_runtime.h>
 
@@ -61,22 +61,13 @@ struct Tile {
   std::uint32_t split;
 };
 
-// The tiles of one output block that is split: tiles [first_tile, first_tile
-// + tiles), whose partial sums go to slots [first_slot, first_slot + tiles).
-struct SplitGroup {
-  std::uint32_t first_tile;
-  std::uint32_t tiles;
-  std::uint32_t first_slot;
-  std::uint32_t unused;
-};
-
 template <class V>
 struct TileView {
   const Tile* tiles;  // tile count + 1: the last holds the units' end
   const TileUnit* units;
-  const SplitGroup* groups;
-  unsigned* arrivals;  // per split group, zero between calls
-  V* partials;         // d values per slot
+  const std::uint32_t* groups;  // per split block: its tiles
+  unsigned* arrivals;            // per split block, zero between calls
+  V* group_acc;                  // per split block: d sums, zero between calls
 };
 
 // Adds a unit's products into acc (the tile's outputs): lane `lane` of a
@@ -193,21 +184,23 @@ __device__ inline void run_tile(const TileView<V>& tv, std::uint32_t t, std::uin
     write_outputs(acc, outputs, out_base, beta, lane, st);
     return;
   }
-  // A part of a split block: publish the partial sums, and the last part to
-  // arrive adds them all (in slot order) and writes y.
-  const SplitGroup g = tv.groups[tile.split];
-  V* mine = tv.partials + (std::uint64_t{g.first_slot + (t - g.first_tile)} << st.log2d);
-  for (std::uint32_t i = lane; i < outputs; i += 32) mine[i] = acc[i];
+  // A part of a split block: its non-zero sums go into the group's
+  // accumulator with atomics, and the last part to arrive writes y from it
+  // and clears it for the next call. (A circuit's dense line is split over a
+  // thousand tiles; the last one adding a thousand slots alone took longer
+  // than the rest of the SpMV.)
+  V* group_acc = tv.group_acc + (std::uint64_t{tile.split} << st.log2d);
+  for (std::uint32_t i = lane; i < outputs; i += 32)
+    if (acc[i] != V(0)) atomicAdd(group_acc + i, acc[i]);
   __threadfence();
   __syncwarp();
   bool last = false;
-  if (lane == 0) last = atomicAdd(tv.arrivals + tile.split, 1u) == g.tiles - 1;
+  if (lane == 0) last = atomicAdd(tv.arrivals + tile.split, 1u) == tv.groups[tile.split] - 1;
   if (!__shfl_sync(0xffffffffu, last, 0)) return;
   __threadfence();
   for (std::uint32_t i = lane; i < outputs; i += 32) {
-    V s = V(0);
-    for (std::uint32_t p = 0; p < g.tiles; ++p) s += __ldcg(tv.partials + (std::uint64_t{g.first_slot + p} << st.log2d) + i);
-    acc[i] = s;
+    acc[i] = __ldcg(group_acc + i);
+    group_acc[i] = V(0);
   }
   __syncwarp();
   write_outputs(acc, outputs, out_base, beta, lane, st);
