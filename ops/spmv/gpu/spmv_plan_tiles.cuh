@@ -23,17 +23,17 @@ namespace hisparse::ops::spmv_gpu {
 
 template <class V>
 struct TilePlan {
-  DeviceBytes tiles, units, groups, arrivals, group_acc;
+  DeviceBytes tiles, units, groups, arrivals, sums;
   std::uint64_t tile_count = 0;
   std::uint64_t unit_count = 0;
   std::uint64_t split_tiles = 0;
   // What a call reads beyond the pool: units and tiles (and per split
-  // block a counter and d sums).
+  // block a counter and d sums per slot).
   [[nodiscard]] std::uint64_t bytes() const {
-    return tiles.size() + units.size() + groups.size() + arrivals.size() + group_acc.size();
+    return tiles.size() + units.size() + groups.size() + arrivals.size() + sums.size();
   }
   [[nodiscard]] TileView<V> view() const {
-    return {tiles.as<Tile>(), units.as<TileUnit>(), groups.as<std::uint32_t>(), arrivals.as<unsigned>(), group_acc.as<V>()};
+    return {tiles.as<Tile>(), units.as<TileUnit>(), groups.as<SplitGroup>(), arrivals.as<unsigned>(), sums.as<V>()};
   }
 };
 
@@ -132,8 +132,8 @@ void plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
       }
     };
     std::vector<Tile> tiles;
-    std::vector<std::uint32_t> groups;  // per split block: its tiles
-    std::uint32_t split_tiles = 0;
+    std::vector<SplitGroup> groups;
+    std::uint32_t split_tiles = 0, slots = 0;
     const std::uint32_t max_blocks = std::max(1u, tile_max_outputs >> log2d);
     std::uint32_t b = 0;
     while (b < blocks) {
@@ -144,7 +144,8 @@ void plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
         const auto unit_count = static_cast<std::uint32_t>(units.size()) - begin;
         const std::uint32_t parts = static_cast<std::uint32_t>(
             std::min<std::uint64_t>((steps[b] + tile_steps - 1) / tile_steps, unit_count));
-        groups.push_back(parts);
+        groups.push_back(SplitGroup{parts, static_cast<std::uint32_t>(tiles.size()), slots, 0});
+        slots += parts <= split_slots_max ? parts : 1;
         for (std::uint32_t p = 0; p < parts; ++p)
           tiles.push_back(Tile{begin + static_cast<std::uint32_t>(std::uint64_t{unit_count} * p / parts), b, 1,
                                static_cast<std::uint32_t>(groups.size() - 1)});
@@ -174,8 +175,8 @@ void plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
     p.groups = upload(groups, stream);
     p.arrivals = DeviceBytes(std::max<std::size_t>(groups.size(), 1) * sizeof(unsigned));
     cuda_check(cudaMemsetAsync(p.arrivals.get(), 0, p.arrivals.size(), stream), "cudaMemsetAsync(SpMV tile arrivals)");
-    p.group_acc = DeviceBytes(std::max<std::size_t>(groups.size() << log2d, 1) * sizeof(V));
-    cuda_check(cudaMemsetAsync(p.group_acc.get(), 0, p.group_acc.size(), stream), "cudaMemsetAsync(SpMV tile sums)");
+    p.sums = DeviceBytes(std::max<std::size_t>(std::uint64_t{slots} << log2d, 1) * sizeof(V));
+    cuda_check(cudaMemsetAsync(p.sums.get(), 0, p.sums.size(), stream), "cudaMemsetAsync(SpMV tile sums)");
     // The host vectors die on return: the uploads must be done.
     cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(SpMV tiles)");
   }

@@ -13,11 +13,10 @@
 // warp needs to address its data (the value array's offset, the entry range,
 // the input block), so its loads do not wait for the node's header.
 //
-// An output block with more entries than one tile should take (a dense row
-// of a circuit) is split over several tiles: each adds its sums into the
-// block's accumulator in global memory, and the last one to arrive (a
-// counter per split block, reset by that last tile for the next call)
-// writes y from it. Wide (COOW) nodes are not in tiles: their kernels run after this one and
+// An output block with more units than one tile should take (a stencil's
+// block row, a circuit's dense line) is split over several tiles, whose sums
+// meet in global memory: the last one to arrive (a counter per split block,
+// reset by that last tile for the next call) writes y (run_tile). Wide (COOW) nodes are not in tiles: their kernels run after this one and
 // add into y with atomics.
 #include <cuda_runtime.h>
 
@@ -61,13 +60,24 @@ struct Tile {
   std::uint32_t split;
 };
 
+// The tiles of one split output block: [first_tile, first_tile + parts);
+// their sums at `first_slot` (d values a slot): one slot a part up to
+// split_slots_max parts, else one slot for all.
+struct SplitGroup {
+  std::uint32_t parts;
+  std::uint32_t first_tile;
+  std::uint32_t first_slot;
+  std::uint32_t unused;
+};
+inline constexpr std::uint32_t split_slots_max = 8;
+
 template <class V>
 struct TileView {
   const Tile* tiles;  // tile count + 1: the last holds the units' end
   const TileUnit* units;
-  const std::uint32_t* groups;  // per split block: its tiles
-  unsigned* arrivals;            // per split block, zero between calls
-  V* group_acc;                  // per split block: d sums, zero between calls
+  const SplitGroup* groups;  // per split block
+  unsigned* arrivals;         // per split block, zero between calls
+  V* sums;                    // the split blocks' slots; a many-part block's is zero between calls
 };
 
 // Adds a unit's products into acc (the tile's outputs): lane `lane` of a
@@ -177,30 +187,51 @@ __device__ inline void run_tile(const TileView<V>& tv, std::uint32_t t, std::uin
   const std::uint32_t outputs = tile.blocks << st.log2d;
   for (std::uint32_t i = lane; i < outputs; i += 32) acc[i] = V(0);
   __syncwarp();
-  for (std::uint32_t u = tile.unit_begin; u < unit_end; ++u) unit_to_acc(tv.units[u], lane, st, acc);
+  // The next unit's descriptor is loaded before this one's entries are used.
+  TileUnit next = tile.unit_begin < unit_end ? tv.units[tile.unit_begin] : TileUnit{};
+  for (std::uint32_t u = tile.unit_begin; u < unit_end; ++u) {
+    const TileUnit unit = next;
+    if (u + 1 < unit_end) next = tv.units[u + 1];
+    unit_to_acc(unit, lane, st, acc);
+  }
   __syncwarp();
   const std::uint64_t out_base = std::uint64_t{tile.block} << st.log2d;
   if (tile.split == no_split) {
     write_outputs(acc, outputs, out_base, beta, lane, st);
     return;
   }
-  // A part of a split block: its non-zero sums go into the group's
-  // accumulator with atomics, and the last part to arrive writes y from it
-  // and clears it for the next call. (A circuit's dense line is split over a
-  // thousand tiles; the last one adding a thousand slots alone took longer
-  // than the rest of the SpMV.)
-  V* group_acc = tv.group_acc + (std::uint64_t{tile.split} << st.log2d);
-  for (std::uint32_t i = lane; i < outputs; i += 32)
-    if (acc[i] != V(0)) atomicAdd(group_acc + i, acc[i]);
+  // A part of a split block. A block split in a few parts (a stencil's
+  // block row) gives each part a slot for its sums, which the last part to
+  // arrive adds in slot order; one split in many (a circuit's dense line, a
+  // thousand parts, whose last part alone took longer than the rest of the
+  // SpMV adding slots) adds its non-zero sums into one accumulator with
+  // atomics, cleared by the last part for the next call. The last part
+  // writes y and resets the counter.
+  const SplitGroup g = tv.groups[tile.split];
+  const bool by_slots = g.parts <= split_slots_max;
+  V* sums = tv.sums + (std::uint64_t{g.first_slot} << st.log2d);
+  if (by_slots) {
+    V* mine = sums + (std::uint64_t{t - g.first_tile} << st.log2d);
+    for (std::uint32_t i = lane; i < outputs; i += 32) mine[i] = acc[i];
+  } else {
+    for (std::uint32_t i = lane; i < outputs; i += 32)
+      if (acc[i] != V(0)) atomicAdd(sums + i, acc[i]);
+  }
   __threadfence();
   __syncwarp();
   bool last = false;
-  if (lane == 0) last = atomicAdd(tv.arrivals + tile.split, 1u) == tv.groups[tile.split] - 1;
+  if (lane == 0) last = atomicAdd(tv.arrivals + tile.split, 1u) == g.parts - 1;
   if (!__shfl_sync(0xffffffffu, last, 0)) return;
   __threadfence();
   for (std::uint32_t i = lane; i < outputs; i += 32) {
-    acc[i] = __ldcg(group_acc + i);
-    group_acc[i] = V(0);
+    V s = V(0);
+    if (by_slots) {
+      for (std::uint32_t p = 0; p < g.parts; ++p) s += __ldcg(sums + (std::uint64_t{p} << st.log2d) + i);
+    } else {
+      s = __ldcg(sums + i);
+      sums[i] = V(0);
+    }
+    acc[i] = s;
   }
   __syncwarp();
   write_outputs(acc, outputs, out_base, beta, lane, st);
