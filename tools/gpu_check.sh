@@ -39,12 +39,12 @@ if [ "${2:-}" = sanitize ]; then
   for tool in memcheck racecheck synccheck; do
     b=$build; [ "$tool" = memcheck ] || b=$nordc
     [ -d "$b" ] || { echo "no $b: skipping $tool"; continue; }
-    echo "== compute-sanitizer --tool $tool ($b: runtime suite; ops: controllers, extreme shapes, riders, wide nodes, copy, add)"
+    echo "== compute-sanitizer --tool $tool ($b: runtime suite; ops: controllers, extreme shapes, riders, wide nodes, output tiles, copy, add)"
     timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 9 "$b"/runtime/tests/runtime-gpu-tests \
       --gtest_brief=1 >"$out/rt-$tool.log" 2>&1 || status=1
     grep -E '=====.*(SUMMARY|errors)|PASSED|FAILED' "$out/rt-$tool.log" | tail -n 4
     timeout 450 compute-sanitizer --tool "$tool" --error-exitcode 9 "$b"/ops/test-ops-gpu \
-      --gtest_filter='SpmvGpu.ExtremeShapes:SpmvGpu.EveryController*:SpmvGpu.RidersOfLargeLeaves:SpmvGpu.WideNodes:CopyGpu.*:AddGpu.NodeSizesAndExtremeShapes:AddGpu.BadOperandsAreRefused' --gtest_brief=1 >"$out/ops-$tool.log" 2>&1 || status=1
+      --gtest_filter='SpmvGpu.ExtremeShapes:SpmvGpu.EveryController*:SpmvGpu.RidersOfLargeLeaves:SpmvGpu.WideNodes:SpmvGpu.OutputTiles:CopyGpu.*:AddGpu.NodeSizesAndExtremeShapes:AddGpu.BadOperandsAreRefused' --gtest_brief=1 >"$out/ops-$tool.log" 2>&1 || status=1
     grep -E '=====.*(SUMMARY|errors)|PASSED|FAILED' "$out/ops-$tool.log" | tail -n 4
   done
 fi

@@ -265,8 +265,8 @@ Coo<V> csr_to_coo(const Csr<V>& csr) {
 }
 
 template <class V>
-Matrix<V> build_matrix(const Csr<V>& csr, std::uint32_t node_size) {
-  return build_matrix(csr_to_coo(csr), BuildOptions{node_size, false});
+Matrix<V> build_matrix(const Csr<V>& csr, const BuildOptions& options) {
+  return build_matrix(csr_to_coo(csr), options);
 }
 
 template <class V>
@@ -303,7 +303,7 @@ Csr<V> to_csr(const Matrix<V>& m) {
 
 #define HISPARSE_INSTANTIATE(V)                                       \
   template Matrix<V> build_matrix(const Coo<V>&, const BuildOptions&); \
-  template Matrix<V> build_matrix(const Csr<V>&, std::uint32_t);      \
+  template Matrix<V> build_matrix(const Csr<V>&, const BuildOptions&); \
   template Coo<V> to_coo(const Matrix<V>&);                           \
   template Csr<V> to_csr(const Matrix<V>&);                           \
   template Coo<V> csr_to_coo(const Csr<V>&);

@@ -22,10 +22,13 @@ using namespace hisparse::testing;
 namespace {
 
 template <class V>
-void expect_round_trip(const Coo<V>& in, std::uint32_t node_size, const std::string& what) {
-  SCOPED_TRACE(what + ", node size " + std::to_string(node_size));
-  const Matrix<V> m = build_matrix(in, node_size);
+void expect_round_trip(const Coo<V>& in, const BuildOptions& options) {
+  const Matrix<V> m = build_matrix(in, options);
   const PoolStats st = validate(m.content());
+  EXPECT_EQ((m.content().header().flags & pool_flag_wide) != 0, options.wide_nodes);
+  if (!options.wide_nodes) {
+    EXPECT_EQ(st.coow, 0u);
+  }
   // Memory figures are the bytes actually in the pool: nodes plus header, no gaps.
   EXPECT_EQ(st.node_bytes + sizeof(PoolHeader), m.pool_bytes());
   const auto expect = summed(in);
@@ -41,6 +44,15 @@ void expect_round_trip(const Coo<V>& in, std::uint32_t node_size, const std::str
     ASSERT_EQ(out.col[i], rc.second) << "entry " << i;
     ASSERT_EQ(out.val[i], v) << "entry " << i;
     ++i;
+  }
+}
+
+// Both formats: the default (wide nodes allowed) and the standard one.
+template <class V>
+void expect_round_trip(const Coo<V>& in, std::uint32_t node_size, const std::string& what) {
+  for (const bool wide : {true, false}) {
+    SCOPED_TRACE(what + ", node size " + std::to_string(node_size) + (wide ? ", default (wide)" : ", standard"));
+    expect_round_trip(in, BuildOptions{node_size, wide});
   }
 }
 
@@ -203,9 +215,10 @@ PoolHeader& header_of(Content<double>& c) { return *reinterpret_cast<PoolHeader*
 }  // namespace
 
 TEST(Validator, RejectsCorruptPools) {
-  // Two levels with d = 4: a 16 x 16 matrix with a few scattered entries.
+  // Two levels with d = 4: a 16 x 16 matrix with a few scattered entries, in
+  // the standard format (by default its root would be one COOW node).
   Coo<double> coo{16, 16, {0, 0, 5, 9, 15}, {0, 3, 5, 2, 15}, {1, 2, 3, 4, 5}};
-  const auto m = build_matrix(coo, 4);
+  const auto m = build_matrix(coo, BuildOptions{4, false});
   validate(m.content());
   const NodeRef root = m.content().root();
   ASSERT_NE(ref_type(root), NodeType::dense);
@@ -286,7 +299,7 @@ TEST(Validator, RejectsCorruptPools) {
   }
   {  // Non-zero padding.
     Coo<double> three{4, 4, {0, 1, 2}, {0, 1, 2}, {1, 2, 3}};
-    auto c = copy_of(build_matrix(three, 4));
+    auto c = copy_of(build_matrix(three, BuildOptions{4, false}));
     const NodeRef r = c->root();
     ASSERT_EQ(ref_type(r), NodeType::coo4);
     const auto l = coo_layout(NodeType::coo4, 3, 8);
@@ -306,7 +319,7 @@ TEST(WideNodes, RoundTripAndCanonicalChoice) {
     // Scattered entries: wide nodes pay off.
     const auto scattered = random_coo<double>(40000, 30000, 20000, rng);
     const auto wide = build_matrix(scattered, BuildOptions{d, true});
-    const auto plain = build_matrix(scattered, d);
+    const auto plain = build_matrix(scattered, BuildOptions{d, false});
     const PoolStats st = validate(wide.content());
     EXPECT_EQ(st.node_bytes + sizeof(PoolHeader), wide.pool_bytes());
     EXPECT_LE(wide.pool_bytes(), plain.pool_bytes());
@@ -326,8 +339,8 @@ TEST(WideNodes, RoundTripAndCanonicalChoice) {
     if (d >= 16) {
       EXPECT_EQ(validate(fw.content()).coow, 0u);
     }
-    EXPECT_LE(fw.pool_bytes(), build_matrix(full, d).pool_bytes());
-    EXPECT_EQ(to_coo(fw).val, to_coo(build_matrix(full, d)).val);
+    EXPECT_LE(fw.pool_bytes(), build_matrix(full, BuildOptions{d, false}).pool_bytes());
+    EXPECT_EQ(to_coo(fw).val, to_coo(build_matrix(full, BuildOptions{d, false})).val);
     // Empty and one-entry matrices.
     EXPECT_EQ(build_matrix(Coo<double>{100, 100, {}, {}, {}}, BuildOptions{d, true}).nnz(), 0u);
     const auto one = build_matrix(Coo<double>{1000, 1000, {999}, {0}, {2.0}}, BuildOptions{d, true});
@@ -347,7 +360,7 @@ TEST(WideNodes, ValidatorEnforcesFlagLevelAndRule) {
     expect_invalid(*c, "without the wide-node flag");
   }
   {  // A standard pool claiming the flag breaks the canonical rule.
-    auto c = copy_of(build_matrix(scattered, 16));
+    auto c = copy_of(build_matrix(scattered, BuildOptions{16, false}));
     header_of(*c).flags = pool_flag_wide;
     expect_invalid(*c, "COOW node would take no more");
   }
@@ -368,4 +381,29 @@ TEST(WideNodes, SurviveTheFileFormat) {
   ASSERT_EQ(back.pool_bytes(), m.pool_bytes());
   EXPECT_EQ(0, std::memcmp(back.content().pool.data(), m.content().pool.data(), m.pool_bytes()));
   EXPECT_GT(validate(back.content()).coow, 0u);
+}
+
+TEST(WideNodes, AreTheBuildersDefault) {
+  EXPECT_TRUE(BuildOptions{}.wide_nodes);
+  std::mt19937_64 rng(13);
+  const auto scattered = random_coo<double>(40000, 30000, 20000, rng);
+  for (std::uint32_t d : {16u, 128u}) {
+    SCOPED_TRACE("d " + std::to_string(d));
+    // The node-size overloads (coordinate list and CSR) take the default too.
+    const auto by_default = build_matrix(scattered, d);
+    const auto wide = build_matrix(scattered, BuildOptions{d, true});
+    const auto from_csr = build_matrix(to_csr(wide), d);
+    EXPECT_TRUE(by_default.content().header().flags & pool_flag_wide);
+    EXPECT_GT(validate(by_default.content()).coow, 0u);
+    for (const auto* m : {&wide, &from_csr}) {
+      ASSERT_EQ(m->pool_bytes(), by_default.pool_bytes());
+      EXPECT_EQ(0, std::memcmp(m->content().pool.data(), by_default.content().pool.data(), by_default.pool_bytes()));
+    }
+    // The opt-out builds the standard format: no COOW nodes, flag clear.
+    const auto standard = build_matrix(scattered, BuildOptions{d, false});
+    EXPECT_EQ(standard.content().header().flags & pool_flag_wide, 0);
+    EXPECT_EQ(validate(standard.content()).coow, 0u);
+    EXPECT_LT(by_default.pool_bytes(), standard.pool_bytes());
+    EXPECT_EQ(to_coo(standard).val, to_coo(by_default).val);
+  }
 }

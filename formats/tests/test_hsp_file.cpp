@@ -70,6 +70,22 @@ TEST(HspFile, RoundTripWithState) {
   EXPECT_EQ(load_hsp<double>(temp_path("empty.hsp")).nnz(), 0u);
 }
 
+// A file of the standard format (as every file written before wide nodes were
+// the default) loads as it is: its pool carries its own flag.
+TEST(HspFile, StandardFormatFilesLoadAsTheyAre) {
+  std::mt19937_64 rng(5);
+  const auto coo = random_coo<double>(40000, 30000, 20000, rng);
+  const auto standard = build_matrix(coo, BuildOptions{16, false});
+  const auto p = temp_path("standard.hsp");
+  save_hsp(p, standard);
+  const auto back = load_hsp<double>(p);
+  EXPECT_EQ(back.content().header().flags & pool_flag_wide, 0);
+  EXPECT_EQ(validate(back.content()).coow, 0u);
+  ASSERT_EQ(back.pool_bytes(), standard.pool_bytes());
+  EXPECT_EQ(0, std::memcmp(back.content().pool.data(), standard.content().pool.data(), standard.pool_bytes()));
+  EXPECT_GT(standard.pool_bytes(), build_matrix(coo, 16).pool_bytes());  // the default would be smaller
+}
+
 TEST(HspFile, RejectsBadFiles) {
   const auto seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
@@ -123,10 +139,14 @@ TEST(HspFile, CorruptPoolsNeverCrash) {
   const auto seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
   std::mt19937_64 rng(seed);
+  // Both formats: the default (wide nodes allowed) and the standard one.
+  const auto s1 = random_coo<double>(300, 200, 800, rng);
+  const auto s2 = clustered_coo<double>(100, 100, 2, 40, 0.9, rng);
+  const auto s3 = random_coo<double>(5000, 5000, 300, rng);
   const std::vector<Matrix<double>> sources = {
-      build_matrix(random_coo<double>(300, 200, 800, rng), 4),
-      build_matrix(clustered_coo<double>(100, 100, 2, 40, 0.9, rng), 8),
-      build_matrix(random_coo<double>(5000, 5000, 300, rng), 16)};
+      build_matrix(s1, 4), build_matrix(s2, 8), build_matrix(s3, 16),
+      build_matrix(s1, BuildOptions{4, false}), build_matrix(s2, BuildOptions{8, false}),
+      build_matrix(s3, BuildOptions{16, false})};
   int rejected = 0, accepted = 0;
   for (int round = 0; round < 3000; ++round) {
     const Matrix<double>& src = sources[round % sources.size()];

@@ -85,19 +85,38 @@ class Cli(unittest.TestCase):
             self.assertEqual(j["bytes"]["coo"], j["nnz"] * 16, name)
             self.assertEqual(j["bytes"]["csr"], (j["rows"] + 1) * 4 + j["nnz"] * 12, name)
             self.assertEqual(set(j["nodes"]), {"inner", "leaf", "dense", "coo1", "coo2", "coo4", "coow"})
-            self.assertEqual(j["nodes"]["coow"], 0)
+            # The default allows COOW nodes (bcspwr10's root in f64 is one); the
+            # standard format has none and is never smaller.
+            s = json.loads(run("info", os.path.join(MATRICES, name), "--json", "--no-wide-nodes").stdout)
+            self.assertEqual(s["nodes"]["coow"], 0, name)
+            self.assertLessEqual(j["bytes"]["hisparse"], s["bytes"]["hisparse"], name)
         j = json.loads(run("info", os.path.join(MATRICES, "jazz.mtx"), "--json", "--node-size", "16", "--precision", "f32").stdout)
         self.assertEqual((j["rows"], j["nnz"], j["node_size"], j["value_type"]), (198, 5484, 16, "f32"))
         self.assertIn("HiSparse", run("info", os.path.join(MATRICES, "jazz.mtx")).stdout)
 
+    def info(self, *args):
+        return json.loads(run("info", *args, "--json").stdout)
+
     def test_wide_nodes(self):
+        """COOW nodes are the default; --no-wide-nodes builds the standard format."""
         entries, summed = self.random_matrix(60000, 50000, 20000)
         write_mtx(self.path("s.mtx"), 60000, 50000, entries)
-        plain = json.loads(run("info", self.path("s.mtx"), "--json", "--precision", "f32").stdout)
-        wide = json.loads(run("info", self.path("s.mtx"), "--json", "--precision", "f32", "--wide-nodes").stdout)
+        wide = self.info(self.path("s.mtx"), "--precision", "f32")
+        plain = self.info(self.path("s.mtx"), "--precision", "f32", "--no-wide-nodes")
         self.assertGreater(wide["nodes"]["coow"], 0)
+        self.assertEqual(plain["nodes"]["coow"], 0)
         self.assertLess(wide["bytes"]["hisparse"], plain["bytes"]["hisparse"])
-        run("convert", self.path("s.mtx"), self.path("s.hsp"), "--wide-nodes")
+        self.assertEqual(self.info(self.path("s.mtx"), "--precision", "f32", "--wide-nodes"), wide)
+        self.assertEqual(run("info", self.path("s.mtx"), "--wide-nodes", "--no-wide-nodes", ok=False).returncode, 2)
+        # An .hsp file keeps the format it carries unless told otherwise.
+        run("convert", self.path("s.mtx"), self.path("std.hsp"), "--precision", "f32", "--no-wide-nodes")
+        self.assertEqual(self.info(self.path("std.hsp")), plain)
+        self.assertEqual(self.info(self.path("std.hsp"), "--wide-nodes"), wide)
+        run("convert", self.path("std.hsp"), self.path("std2.hsp"))
+        self.assertEqual(self.info(self.path("std2.hsp"))["nodes"]["coow"], 0)
+        run("convert", self.path("s.mtx"), self.path("s.hsp"))
+        self.assertGreater(self.info(self.path("s.hsp"))["nodes"]["coow"], 0)
+        self.assertEqual(self.info(self.path("s.hsp"), "--no-wide-nodes")["nodes"]["coow"], 0)
         run("convert", self.path("s.hsp"), self.path("back.mtx"))
         rows, cols, back = read_mtx(self.path("back.mtx"))
         self.assertEqual(set(back), set(summed), f"seed {self.seed}")
@@ -112,8 +131,10 @@ class Cli(unittest.TestCase):
             self.assertAlmostEqual(got, w, delta=1e-12 * (1 + abs(w)))
         run("add", self.path("s.hsp"), self.path("s.mtx"), self.path("c.hsp"), "--alpha", "2", "--beta", "-1",
             "--device", "host")
-        c = json.loads(run("info", self.path("c.hsp"), "--json").stdout)
+        c = self.info(self.path("c.hsp"))
         self.assertGreater(c["nodes"]["coow"], 0)
+        run("add", self.path("s.hsp"), self.path("s.mtx"), self.path("c0.hsp"), "--device", "host", "--no-wide-nodes")
+        self.assertEqual(self.info(self.path("c0.hsp"))["nodes"]["coow"], 0)
         run("convert", self.path("c.hsp"), self.path("c.mtx"))
         rows, cols, back = read_mtx(self.path("c.mtx"))
         self.assertEqual(set(back), set(summed))
@@ -121,9 +142,15 @@ class Cli(unittest.TestCase):
             self.assertAlmostEqual(back[rc], v, delta=1e-12 * (1 + abs(v)))
 
     def test_gen_wide_nodes(self):
-        run("gen", "rmat", self.path("r.hsp"), "--scale", "16", "--edge-factor", "2", "--wide-nodes", "--precision", "f32")
-        j = json.loads(run("info", self.path("r.hsp"), "--json").stdout)
+        run("gen", "rmat", self.path("r.hsp"), "--scale", "16", "--edge-factor", "2", "--precision", "f32")
+        j = self.info(self.path("r.hsp"))
         self.assertGreater(j["nodes"]["coow"], 0)
+        run("gen", "rmat", self.path("s.hsp"), "--scale", "16", "--edge-factor", "2", "--precision", "f32",
+            "--no-wide-nodes")
+        s = self.info(self.path("s.hsp"))
+        self.assertEqual(s["nodes"]["coow"], 0)
+        self.assertLess(j["bytes"]["hisparse"], s["bytes"]["hisparse"])
+        self.assertEqual(run("gen", "rmat", self.path("r.mtx"), "--no-wide-nodes", ok=False).returncode, 2)
         self.assertEqual(run("gen", "rmat", self.path("r.mtx"), "--wide-nodes", ok=False).returncode, 2)
 
     def test_complex_matrix(self):
@@ -161,9 +188,10 @@ class Cli(unittest.TestCase):
         j = json.loads(run("info", self.path("a.hsp"), "--json").stdout)
         self.assertEqual((j["node_size"], j["value_type"]), (16, "f32"))
 
-    def check_spmv(self, transpose, alpha, beta, device="host", wide=False):
+    def check_spmv(self, transpose, alpha, beta, device="host", wide=False, standard=False):
         # Wide: scattered entries over a matrix of three levels (node size 128), so
-        # that its level-1 blocks become COOW nodes.
+        # that its level-1 blocks become COOW nodes (the default) unless standard
+        # (--no-wide-nodes) asks for the format without them.
         rows, cols = (40000, 30000) if wide else (120, 70)
         entries, summed = self.random_matrix(rows, cols, 900)
         write_mtx(self.path("a.mtx"), rows, cols, entries)
@@ -176,8 +204,8 @@ class Cli(unittest.TestCase):
                 "--alpha", alpha, "--device", device]
         if transpose:
             args.append("--transpose")
-        if wide:
-            args.append("--wide-nodes")
+        if standard:
+            args.append("--no-wide-nodes")
         if beta != 0:
             args += ["--beta", beta, "--y", self.path("y0.mtx")]
         run(*args)
@@ -204,6 +232,7 @@ class Cli(unittest.TestCase):
         self.check_spmv(False, 1.5, 0.0, "gpu", wide=True)
         self.check_spmv(True, -0.5, 2.0, "gpu", wide=True)
         self.check_spmv(False, -1.0, 0.5, "gpu")
+        self.check_spmv(True, 1.0, 0.0, "gpu", wide=True, standard=True)
 
     def test_spmv_host(self):
         self.check_spmv(False, 1.0, 0.0)
@@ -212,6 +241,8 @@ class Cli(unittest.TestCase):
         self.check_spmv(True, 0.5, -2.0)
         self.check_spmv(False, 1.5, 0.0, wide=True)
         self.check_spmv(True, -0.5, 2.0, wide=True)
+        self.check_spmv(False, 2.0, 0.5, wide=True, standard=True)
+        self.check_spmv(True, 1.0, 0.0, wide=True, standard=True)
 
     def check_add(self, device):
         ea, sa = self.random_matrix(50, 80, 400)
@@ -313,10 +344,21 @@ class Cli(unittest.TestCase):
         lap = [r for r in recs if r["matrix"] == "laplace2d:n=40"]
         self.assertEqual({r["nnz"] for r in lap}, {5 * 40 * 40 - 4 * 40})
         self.assertEqual(open(self.path("conv.csv")).read().count("\n"), 5)
+        # Scattered entries: the default (COOW nodes) beats CSR, the standard format does not.
+        scattered = "uniform:n=40000,cols=30000,per-row=1"
+        sizes = {}
+        for opt in ([], ["--no-wide-nodes"]):
+            run("bench", "--host-only", "--no-suite", "--family", scattered, "--precision", "f32", "--json", out, *opt)
+            sizes[tuple(opt)] = {r["impl"]: r["bytes"] for r in json.load(open(out))}
+        self.assertLess(sizes[()]["hisparse-build"], sizes[()]["csr-build"])
+        self.assertGreater(sizes[("--no-wide-nodes",)]["hisparse-build"], sizes[()]["csr-build"])
         self.assertEqual(run("bench", "--l2", "lukewarm", ok=False).returncode, 2)
         p = run("bench", "--ops", "spmv,frobnicate", ok=False)
         self.assertEqual(p.returncode, 2)
         self.assertIn("frobnicate", p.stderr)
+        p = run("bench", "--preset", "huge", ok=False)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("huge", p.stderr)
 
     def test_demo(self):
         p = run("demo", "--grid", "64", "--device", "host")

@@ -1,5 +1,5 @@
 // hisparse add A B OUT [--transpose-a] [--transpose-b] [--alpha A] [--beta B]
-//              [--device host|gpu]
+//              [--device host|gpu] [--no-wide-nodes]
 #include <memory>
 #include <type_traits>
 
@@ -15,6 +15,7 @@ struct AddOptions {
   std::string a, b, out, device;
   std::optional<std::string> precision;
   bool ta = false, tb = false;
+  WideNodesFlags wide;
   double alpha = 1.0, beta = 1.0;
 };
 }  // namespace
@@ -31,16 +32,17 @@ void add_add_command(CLI::App& app) {
   sub->add_option("--beta", opt->beta, "beta (default 1)");
   sub->add_option("--device", opt->device, "host or gpu (default: gpu when present; complex runs on the host)");
   sub->add_option("--precision", opt->precision, "f32, f64, c64 or c128 (default: A's)");
+  add_wide_nodes_flags(sub, opt->wide);
   sub->callback([opt] {
     check_extension(opt->out, "output file");
     const Device device = resolve_device(opt->device);
     const auto precision = opt->precision ? std::optional(parse_precision(*opt->precision)) : std::nullopt;
-    const AnyMatrix a = load_matrix(opt->a, std::nullopt, precision);
+    const AnyMatrix a = load_matrix(opt->a, std::nullopt, precision, opt->wide.choice());
     // B follows A's precision and node size.
     const Precision pa = std::visit([](const auto& m) { return precision_of<typename std::decay_t<decltype(m)>::value_type>(); }, a);
     const std::uint32_t d = std::visit([](const auto& m) { return m.node_size(); }, a);
     const AnyMatrix b = std::visit([&](const auto& m) { return as_precision(m, pa, d); },
-                                   load_matrix(opt->b, d, pa));
+                                   load_matrix(opt->b, d, pa, opt->wide.choice()));
     const AnyMatrix c = std::visit(
         [&](const auto& ma) -> AnyMatrix {
           using V = typename std::decay_t<decltype(ma)>::value_type;

@@ -1,6 +1,6 @@
-// hisparse bench [MATRIX ...] [--scale M] [--family SPEC ...] [--no-suite]
+// hisparse bench [MATRIX ...] [--preset large] [--scale M] [--family SPEC ...] [--no-suite]
 //                [--precision f32,f64] [--l2 warm|cold|both] [--ops spmv,copy,add] [--runs N] [--warmup N] [--warmup-ms MS]
-//                [--json F] [--csv F] [--markdown F]
+//                [--json F] [--csv F] [--markdown F] [--no-wide-nodes]
 // SpMV, SpMV^T, add, add^T and copy of HiSparse against cuSPARSE CSR (SpMV
 // ALG1 and ALG2, csrgeam2, csr2csc, copying the arrays) on the SuiteSparse
 // set, generated families and given files; every result checked.
@@ -14,6 +14,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -34,9 +35,10 @@ namespace {
 struct BenchCli {
   std::vector<std::string> files, families;
   std::string matrices_dir = "../shared/matrices";
-  bool no_suite = false, conversion = false, host_only = false, wide = false;
+  bool no_suite = false, conversion = false, host_only = false;
+  WideNodesFlags wide;
   double scale = 16;  // million entries per generated family
-  std::string precision = "f32,f64", l2 = "warm", ops = "spmv,copy,add", json, csv, markdown;
+  std::string precision = "f32,f64", l2 = "warm", ops = "spmv,copy,add", json, csv, markdown, preset;
   BenchOptions opt;
 };
 
@@ -54,7 +56,13 @@ std::vector<std::string> default_families(double scale) {
 struct Input {
   std::string name;
   std::function<Coo<double>()> load;
+  std::optional<bool> wide{};  // the node-type choice for this input; unset: the command's
 };
+
+// --preset large: the yardstick of SpMV performance (docs/benchmarks.md):
+// four families of 40-90 M entries, cold L2, SpMV and SpMV^T in f32 and f64,
+// R-MAT with and without wide nodes.
+const char* const large_families[] = {"laplace2d:n=4096", "stencil3d27:n=150", "rmat:scale=22", "circuit:n=8000000"};
 
 std::vector<Input> inputs(const BenchCli& c) {
   std::vector<Input> in;
@@ -70,6 +78,12 @@ std::vector<Input> inputs(const BenchCli& c) {
     }
     for (const auto& f : default_families(c.scale))
       in.push_back({f, [f] { return gen::generate_coo<double>(gen::parse_spec(f)); }});
+  }
+  if (c.preset == "large") {
+    for (const char* f : large_families)
+      in.push_back({f, [f] { return gen::generate_coo<double>(gen::parse_spec(f)); }});
+    const std::string rmat = large_families[2];
+    in.push_back({rmat + " standard", [rmat] { return gen::generate_coo<double>(gen::parse_spec(rmat)); }, false});
   }
   for (const auto& f : c.families) in.push_back({f, [f] { return gen::generate_coo<double>(gen::parse_spec(f)); }});
   for (const auto& f : c.files) {
@@ -276,6 +290,10 @@ void add_bench_command(CLI::App& app) {
   auto c = std::make_shared<BenchCli>();
   auto* sub = app.add_subcommand("bench", "SpMV, SpMV^T, add, add^T and copy of HiSparse against cuSPARSE (GPU)");
   sub->add_option("MATRIX", c->files, "extra matrix files (.mtx or .hsp)");
+  sub->add_option("--preset", c->preset,
+                  "large: the four families at 40-90 M entries (Laplacian 4096^2, 27-point 150^3, R-MAT 22 with and "
+                  "without wide nodes, circuit 8 M), SpMV only, cold L2, no suite (options given later still apply)")
+      ->check(CLI::IsMember({"large"}));
   sub->add_option("--family", c->families, "extra generated matrix, e.g. rmat:scale=21 (repeatable)");
   sub->add_option("--scale", c->scale, "million entries per default generated family (16)")->check(CLI::Range(0.01, 500.0));
   sub->add_option("--matrices-dir", c->matrices_dir, "folder of the SuiteSparse suite (../shared/matrices)");
@@ -289,12 +307,17 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::Range(0.0, 60000.0));
   sub->add_flag("--conversion", c->conversion, "also time COO -> HiSparse and COO -> CSR conversion on the host");
   sub->add_flag("--host-only", c->host_only, "only the host conversion timings (no GPU needed; implies --conversion)");
-  sub->add_flag("--wide-nodes", c->wide, "build HiSparse matrices with COOW nodes for scattered entries");
+  add_wide_nodes_flags(sub, c->wide, false);
   sub->add_flag("--controllers", c->opt.controllers, "also time SpMV (one runtime traversal per call), the rebuilding copy and the add under each controller");
   sub->add_option("--json", c->json, "write every record as JSON");
   sub->add_option("--csv", c->csv, "write every record as CSV");
   sub->add_option("--markdown", c->markdown, "write the summary table as Markdown");
-  sub->callback([c] {
+  sub->callback([c, sub] {
+    if (c->preset == "large") {
+      c->no_suite = true;
+      if (sub->count("--l2") == 0) c->l2 = "cold";
+      if (sub->count("--ops") == 0) c->ops = "spmv";
+    }
     if (c->l2 != "warm" && c->l2 != "cold" && c->l2 != "both") throw UsageError("--l2 must be warm, cold or both");
     c->opt.spmv = c->opt.copy = c->opt.add = false;
     for (std::size_t at = 0; at <= c->ops.size();) {
@@ -310,6 +333,7 @@ void add_bench_command(CLI::App& app) {
     if (!f32 && !f64) throw UsageError("--precision must name f32 and/or f64");
     if (c->host_only) c->conversion = true;
     else if (!gpu_available()) throw Error("bench needs a CUDA device and a GPU build (or --host-only)");
+    const bool wide_default = c->wide.choice().value_or(BuildOptions{}.wide_nodes);
     const auto in = inputs(*c);
     std::vector<BenchRecord> rs;
     const bool tty = isatty(fileno(stderr));
@@ -321,11 +345,12 @@ void add_bench_command(CLI::App& app) {
         std::fprintf(stderr, "%sskipped %s: %s\n", tty ? "\r\033[K" : "", in[i].name.c_str(), e.what());
         continue;
       }
+      const bool wide = in[i].wide.value_or(wide_default);
       if (c->conversion) {
         Coo<float> c32{coo.rows, coo.cols, coo.row, coo.col, {}};
         c32.val.assign(coo.val.begin(), coo.val.end());
-        if (f32) for (auto& r : bench_conversion(c32, in[i].name, 5, c->wide)) rs.push_back(r);
-        if (f64) for (auto& r : bench_conversion(coo, in[i].name, 5, c->wide)) rs.push_back(r);
+        if (f32) for (auto& r : bench_conversion(c32, in[i].name, 5, wide)) rs.push_back(r);
+        if (f64) for (auto& r : bench_conversion(coo, in[i].name, 5, wide)) rs.push_back(r);
       }
       if (c->host_only) continue;
       // The add's second operand, as in seed 004 section 7: A's entries moved
@@ -339,12 +364,12 @@ void add_bench_command(CLI::App& app) {
           std::fprintf(stderr, "\r\033[K[%zu/%zu] %s (%zu entries, %s L2)", i + 1, in.size(), in[i].name.c_str(),
                        coo.nnz(), cold ? "cold" : "warm");
         if (o.spmv || o.copy) {
-          if (f32) for (auto& r : bench_spmv(build_as<float>(coo, c->wide), in[i].name, o)) rs.push_back(r);
-          if (f64) for (auto& r : bench_spmv(build_as<double>(coo, c->wide), in[i].name, o)) rs.push_back(r);
+          if (f32) for (auto& r : bench_spmv(build_as<float>(coo, wide), in[i].name, o)) rs.push_back(r);
+          if (f64) for (auto& r : bench_spmv(build_as<double>(coo, wide), in[i].name, o)) rs.push_back(r);
         }
         if (!o.add) continue;
-        if (f32) for (auto& r : bench_add(build_as<float>(coo, c->wide), build_as<float>(moved, c->wide), in[i].name, o)) rs.push_back(r);
-        if (f64) for (auto& r : bench_add(build_as<double>(coo, c->wide), build_as<double>(moved, c->wide), in[i].name, o)) rs.push_back(r);
+        if (f32) for (auto& r : bench_add(build_as<float>(coo, wide), build_as<float>(moved, wide), in[i].name, o)) rs.push_back(r);
+        if (f64) for (auto& r : bench_add(build_as<double>(coo, wide), build_as<double>(moved, wide), in[i].name, o)) rs.push_back(r);
       }
     }
     if (tty) std::fprintf(stderr, "\r\033[K");

@@ -1,4 +1,4 @@
-// hisparse convert IN OUT [--node-size D] [--precision f32|f64]
+// hisparse convert IN OUT [--node-size D] [--precision f32|f64|c64|c128] [--no-wide-nodes]
 #include <memory>
 
 #include "commands.hpp"
@@ -10,7 +10,7 @@ struct ConvertOptions {
   std::string in, out;
   std::optional<std::uint32_t> node_size;
   std::optional<std::string> precision;
-  bool wide = false;
+  WideNodesFlags wide;
 };
 }  // namespace
 
@@ -20,12 +20,12 @@ void add_convert_command(CLI::App& app) {
   sub->add_option("IN", opt->in, "input matrix (.mtx or .hsp)")->required();
   sub->add_option("OUT", opt->out, "output matrix (.mtx or .hsp), written atomically")->required();
   sub->add_option("--node-size", opt->node_size, "node size d of the output, a power of two in [2, 256]")->check(node_size_validator());
-  sub->add_flag("--wide-nodes", opt->wide, "build with COOW nodes for scattered entries (host and GPU operations)");
+  add_wide_nodes_flags(sub, opt->wide);
   sub->add_option("--precision", opt->precision, "f32, f64, c64 or c128 (default: f64, c128 for complex files, or the .hsp file's)");
   sub->callback([opt] {
     check_extension(opt->out, "output file");
     const auto precision = opt->precision ? std::optional(parse_precision(*opt->precision)) : std::nullopt;
-    save_matrix(opt->out, load_matrix(opt->in, opt->node_size, precision, opt->wide));
+    save_matrix(opt->out, load_matrix(opt->in, opt->node_size, precision, opt->wide.choice()));
   });
 }
 

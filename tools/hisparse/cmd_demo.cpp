@@ -15,6 +15,7 @@
 #include "hisparse/formats/builder.hpp"
 #include "hisparse/formats/stats.hpp"
 #include "hisparse/ops/spmv_reference.hpp"
+#include "matrix_io.hpp"
 
 namespace hisparse::cli {
 namespace {
@@ -22,6 +23,7 @@ namespace {
 struct DemoOptions {
   index_t grid = 1024;
   std::string device;
+  WideNodesFlags wide;
 };
 
 // y = op(A) x from CSR arrays: the independent check.
@@ -54,6 +56,7 @@ void add_demo_command(CLI::App& app) {
   sub->add_option("--grid", opt->grid, "grid side n of the built-in 2D Laplacian (n^2 rows; default 1024)")
       ->check(CLI::Range(2, 8192));
   sub->add_option("--device", opt->device, "host or gpu (default: gpu when present)");
+  add_wide_nodes_flags(sub, opt->wide, false);
   sub->callback([opt] {
     const Device device = resolve_device(opt->device);
     const index_t n = opt->grid;
@@ -68,11 +71,13 @@ void add_demo_command(CLI::App& app) {
       if (coo64.col[k] == coo64.row[k] + 1) coo64.val[k] = -1.5;
       if (coo64.col[k] + 1 == coo64.row[k]) coo64.val[k] = -0.5;
     }
-    const Matrix<double> a64 = build_matrix(coo64);
+    BuildOptions options;
+    if (const auto wide = opt->wide.choice()) options.wide_nodes = *wide;
+    const Matrix<double> a64 = build_matrix(coo64, options);
     const auto t1 = std::chrono::steady_clock::now();
     Coo<float> coo32{coo64.rows, coo64.cols, coo64.row, coo64.col, {}};
     coo32.val.assign(coo64.val.begin(), coo64.val.end());
-    const Matrix<float> a32 = build_matrix(coo32);
+    const Matrix<float> a32 = build_matrix(coo32, options);
     const MatrixStats s64 = matrix_stats(a64), s32 = matrix_stats(a32);
     std::printf("%llu rows, %llu entries; built HiSparse (node size %u, depth %u) in %.0f ms\n\n",
                 static_cast<unsigned long long>(s64.rows), static_cast<unsigned long long>(s64.nnz), s64.node_size,
@@ -85,10 +90,11 @@ void add_demo_command(CLI::App& app) {
                 double(s32.bytes_hisparse) / double(s32.bytes_csr), double(s64.bytes_hisparse) / double(s64.bytes_csr));
     std::printf("  HiSparse / COO              %8.2f  %8.2f\n\n",
                 double(s32.bytes_hisparse) / double(s32.bytes_coo), double(s64.bytes_hisparse) / double(s64.bytes_coo));
-    std::printf("  nodes: %llu inner, %llu leaf (%llu dense, %llu COO1, %llu COO2, %llu COO4)\n\n",
+    std::printf("  nodes: %llu inner, %llu leaf (%llu dense, %llu COO1, %llu COO2, %llu COO4), %llu COOW\n\n",
                 static_cast<unsigned long long>(s64.nodes.inner), static_cast<unsigned long long>(s64.nodes.leaf),
                 static_cast<unsigned long long>(s64.nodes.dense), static_cast<unsigned long long>(s64.nodes.coo1),
-                static_cast<unsigned long long>(s64.nodes.coo2), static_cast<unsigned long long>(s64.nodes.coo4));
+                static_cast<unsigned long long>(s64.nodes.coo2), static_cast<unsigned long long>(s64.nodes.coo4),
+                static_cast<unsigned long long>(s64.nodes.coow));
 
     std::mt19937_64 rng(42);
     std::uniform_real_distribution<double> u(-1, 1);

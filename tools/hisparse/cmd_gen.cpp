@@ -1,4 +1,5 @@
 // hisparse gen KIND OUT [--n N] [--scale S] ... [--seed S] [--node-size D] [--precision f32|f64]
+//              [--no-wide-nodes]
 // Synthetic benchmark matrices (docs/generators.md). .mtx output streams;
 // .hsp output is built in memory, since the builder needs every entry.
 #include <array>
@@ -21,7 +22,7 @@ struct GenOptions {
   std::string kind, out;
   std::map<std::string, std::string> params;  // name (without --) -> text, as given
   std::optional<std::uint32_t> node_size;
-  bool wide = false;
+  WideNodesFlags wide;
   std::optional<std::string> precision;
 };
 
@@ -55,14 +56,17 @@ void write_output(const gen::Generator& g, const GenOptions& o) {
     gen::write_matrix_market<V>(g, o.out);
     return;
   }
-  save_hsp(o.out, build_matrix(g.generate_coo<V>(), BuildOptions{o.node_size.value_or(default_node_size), o.wide}));
+  BuildOptions options{o.node_size.value_or(default_node_size)};
+  if (const auto wide = o.wide.choice()) options.wide_nodes = *wide;
+  save_hsp(o.out, build_matrix(g.generate_coo<V>(), options));
 }
 
 void run(const GenOptions& o) {
   check_extension(o.out, "output file");
   const bool mtx = std::filesystem::path(o.out).extension() == ".mtx";
   if (o.node_size && mtx) throw UsageError("--node-size applies to .hsp output only");
-  if (o.wide && mtx) throw UsageError("--wide-nodes applies to .hsp output only");
+  if (o.wide.no_wide && mtx) throw UsageError("--no-wide-nodes applies to .hsp output only");
+  if (o.wide.wide && mtx) throw UsageError("--wide-nodes applies to .hsp output only");
   const Precision precision = o.precision ? parse_precision(*o.precision) : Precision::f64;
   std::optional<gen::Generator> g;
   try {
@@ -95,7 +99,7 @@ void add_gen_command(CLI::App& app) {
   }
   sub->add_option("--node-size", opt->node_size, ".hsp output: node size d, a power of two in [2, 256] (128)")
       ->check(node_size_validator());
-  sub->add_flag("--wide-nodes", opt->wide, ".hsp output: build with COOW nodes for scattered entries");
+  add_wide_nodes_flags(sub, opt->wide, false, ".hsp output: ");
   sub->add_option("--precision", opt->precision, "f32 or f64 values (default f64)")->type_name("f32|f64");
   sub->footer(gen::kind_help());
   sub->callback([opt] { run(*opt); });

@@ -1,4 +1,4 @@
-// hisparse info MATRIX [--node-size D] [--json] [--precision f32|f64]
+// hisparse info MATRIX [--node-size D] [--json] [--precision f32|f64|c64|c128] [--no-wide-nodes]
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -14,7 +14,7 @@ struct InfoOptions {
   std::string file;
   std::optional<std::uint32_t> node_size;
   std::optional<std::string> precision;
-  bool wide = false;
+  WideNodesFlags wide;
   bool json = false;
 };
 
@@ -62,12 +62,12 @@ void add_info_command(CLI::App& app) {
   auto* sub = app.add_subcommand("info", "statistics of the matrix stored as HiSparse");
   sub->add_option("MATRIX", opt->file, "matrix file (.mtx or .hsp)")->required();
   sub->add_option("--node-size", opt->node_size, "node size d, a power of two in [2, 256] (default 128)")->check(node_size_validator());
-  sub->add_flag("--wide-nodes", opt->wide, "build with COOW nodes for scattered entries (host and GPU operations)");
+  add_wide_nodes_flags(sub, opt->wide);
   sub->add_option("--precision", opt->precision, "f32, f64, c64 or c128 (default: f64, c128 for complex files, or the .hsp file's)");
   sub->add_flag("--json", opt->json, "print one JSON object");
   sub->callback([opt] {
     const auto precision = opt->precision ? std::optional(parse_precision(*opt->precision)) : std::nullopt;
-    const AnyMatrix m = load_matrix(opt->file, opt->node_size, precision, opt->wide);
+    const AnyMatrix m = load_matrix(opt->file, opt->node_size, precision, opt->wide.choice());
     const MatrixStats s = std::visit([](const auto& mm) { return matrix_stats(mm); }, m);
     if (opt->json) std::printf("%s\n", stats_json(s).dump(2).c_str());
     else print_text(opt->file, s);

@@ -1,5 +1,5 @@
 // hisparse spmv MATRIX --x X.mtx --out Y.mtx [--transpose] [--alpha A]
-//               [--beta B --y Y0.mtx] [--device host|gpu]
+//               [--beta B --y Y0.mtx] [--device host|gpu] [--no-wide-nodes]
 #include <memory>
 
 #include "commands.hpp"
@@ -16,7 +16,7 @@ struct SpmvOptions {
   std::string matrix, x, out, y0, device;
   std::optional<std::string> precision;
   bool transpose = false;
-  bool wide = false;
+  WideNodesFlags wide;
   double alpha = 1.0, beta = 0.0;
 };
 
@@ -55,7 +55,7 @@ void add_spmv_command(CLI::App& app) {
   sub->add_option("--x", opt->x, "input vector x (Matrix Market array)")->required();
   sub->add_option("--out", opt->out, "output vector y (Matrix Market array), written atomically")->required();
   sub->add_flag("--transpose", opt->transpose, "use A^T (flips the matrix state; nothing is copied)");
-  sub->add_flag("--wide-nodes", opt->wide, "build a .mtx input with COOW nodes for scattered entries");
+  add_wide_nodes_flags(sub, opt->wide);
   sub->add_option("--alpha", opt->alpha, "alpha (default 1)");
   auto* beta = sub->add_option("--beta", opt->beta, "beta (default 0); needs --y");
   sub->add_option("--y", opt->y0, "input vector y for beta != 0")->needs(beta);
@@ -65,7 +65,7 @@ void add_spmv_command(CLI::App& app) {
     if (opt->beta != 0.0 && opt->y0.empty()) throw UsageError("--beta other than 0 needs --y Y0.mtx");
     resolve_device(opt->device);  // usage errors before any file is read
     const auto precision = opt->precision ? std::optional(parse_precision(*opt->precision)) : std::nullopt;
-    std::visit([&](auto a) { run(*opt, std::move(a)); }, load_matrix(opt->matrix, std::nullopt, precision, opt->wide));
+    std::visit([&](auto a) { run(*opt, std::move(a)); }, load_matrix(opt->matrix, std::nullopt, precision, opt->wide.choice()));
   });
 }
 

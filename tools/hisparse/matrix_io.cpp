@@ -41,6 +41,16 @@ CLI::Validator node_size_validator() {
       "POW2 in [2,256]");
 }
 
+void add_wide_nodes_flags(CLI::App* sub, WideNodesFlags& flags, bool hsp_input, const std::string& applies_to) {
+  auto* no = sub->add_flag("--no-wide-nodes", flags.no_wide,
+                           applies_to + "build the standard format, without COOW nodes (default: COOW nodes where "
+                                        "they are smaller, docs/format.md)");
+  sub->add_flag("--wide-nodes", flags.wide,
+                applies_to + "build with COOW nodes (the default" +
+                    (hsp_input ? "; an .hsp input in the standard format is rebuilt with them)" : ")"))
+      ->excludes(no);
+}
+
 Precision parse_precision(const std::string& s) {
   if (s == "f32") return Precision::f32;
   if (s == "f64") return Precision::f64;
@@ -66,11 +76,12 @@ bool is_wide(const Matrix<V>& m) {
 }  // namespace
 
 template <class V>
-AnyMatrix as_precision(const Matrix<V>& m, Precision p, std::uint32_t node_size, bool wide_nodes) {
-  if (p == precision_of<V>() && node_size == m.node_size() && wide_nodes == is_wide(m)) return m;
-  // Re-blocking or a precision change goes through the logical coordinate list.
+AnyMatrix as_precision(const Matrix<V>& m, Precision p, std::uint32_t node_size, std::optional<bool> wide_nodes) {
+  const bool wide = wide_nodes.value_or(is_wide(m));
+  if (p == precision_of<V>() && node_size == m.node_size() && wide == is_wide(m)) return m;
+  // Re-blocking, a precision or a format change goes through the logical coordinate list.
   Coo<V> coo = to_coo(m);
-  const BuildOptions o{node_size, wide_nodes};
+  const BuildOptions o{node_size, wide};
   switch (p) {
     case Precision::f32: return rebuild_as<float>(std::move(coo), o);
     case Precision::f64: return rebuild_as<double>(std::move(coo), o);
@@ -79,13 +90,13 @@ AnyMatrix as_precision(const Matrix<V>& m, Precision p, std::uint32_t node_size,
   }
   return rebuild_as<std::complex<double>>(std::move(coo), o);
 }
-template AnyMatrix as_precision(const Matrix<float>&, Precision, std::uint32_t, bool);
-template AnyMatrix as_precision(const Matrix<double>&, Precision, std::uint32_t, bool);
-template AnyMatrix as_precision(const Matrix<std::complex<float>>&, Precision, std::uint32_t, bool);
-template AnyMatrix as_precision(const Matrix<std::complex<double>>&, Precision, std::uint32_t, bool);
+template AnyMatrix as_precision(const Matrix<float>&, Precision, std::uint32_t, std::optional<bool>);
+template AnyMatrix as_precision(const Matrix<double>&, Precision, std::uint32_t, std::optional<bool>);
+template AnyMatrix as_precision(const Matrix<std::complex<float>>&, Precision, std::uint32_t, std::optional<bool>);
+template AnyMatrix as_precision(const Matrix<std::complex<double>>&, Precision, std::uint32_t, std::optional<bool>);
 
 AnyMatrix load_matrix(const std::filesystem::path& file, std::optional<std::uint32_t> node_size,
-                      std::optional<Precision> precision, bool wide_nodes) {
+                      std::optional<Precision> precision, std::optional<bool> wide_nodes) {
   check_extension(file, "matrix file");
   if (node_size) checked_log2_node_size(*node_size);
   if (is_hsp(file)) {
@@ -100,14 +111,16 @@ AnyMatrix load_matrix(const std::filesystem::path& file, std::optional<std::uint
     return std::visit([&](const auto& mm) {
       using V = typename std::decay_t<decltype(mm)>::value_type;
       try {
+        // The file carries its own format; it is rebuilt only when asked to differ.
         return as_precision(mm, precision.value_or(precision_of<V>()), node_size.value_or(mm.node_size()),
-                            wide_nodes || is_wide(mm));
+                            wide_nodes);
       } catch (const Error& e) {
         throw Error(file.string() + ": " + e.what());
       }
     }, m);
   }
-  const BuildOptions d{node_size.value_or(default_node_size), wide_nodes};
+  BuildOptions d{node_size.value_or(default_node_size)};
+  if (wide_nodes) d.wide_nodes = *wide_nodes;
   const bool complex_file = read_matrix_market_header(file).field == MmField::complex;
   switch (precision.value_or(complex_file ? Precision::c128 : Precision::f64)) {
     case Precision::f32: return build_matrix(read_matrix_market<float>(file), d);

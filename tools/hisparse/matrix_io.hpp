@@ -35,19 +35,39 @@ constexpr Precision precision_of() {
 // node_size: nullopt keeps an .hsp file's own node size (default 128 for .mtx).
 // precision: nullopt keeps an .hsp file's value type; .mtx files default to
 // f64, or c128 when the file holds complex values.
-// wide_nodes: build with COOW nodes (an .hsp file is rebuilt when it differs).
+// wide_nodes: COOW nodes (docs/format.md). nullopt: a .mtx file is built with
+// them (the builder's default) and an .hsp file keeps the format it carries;
+// true or false: that format (an .hsp file is rebuilt when it differs; false
+// is the standard format).
 AnyMatrix load_matrix(const std::filesystem::path& file, std::optional<std::uint32_t> node_size,
-                      std::optional<Precision> precision, bool wide_nodes = false);
+                      std::optional<Precision> precision, std::optional<bool> wide_nodes = std::nullopt);
 
 // .mtx: the logical matrix (state applied); .hsp: content and state as they are.
 void save_matrix(const std::filesystem::path& file, const AnyMatrix& m);
 
+// wide_nodes: nullopt keeps m's format (with or without COOW nodes).
 template <class V>
-AnyMatrix as_precision(const Matrix<V>& m, Precision p, std::uint32_t node_size, bool wide_nodes = false);
+AnyMatrix as_precision(const Matrix<V>& m, Precision p, std::uint32_t node_size,
+                       std::optional<bool> wide_nodes = std::nullopt);
 
 void check_extension(const std::filesystem::path& file, const char* what);
 
 // CLI11 check for --node-size: a power of two in [2, 256] (else exit 2).
 CLI::Validator node_size_validator();
+
+// --no-wide-nodes (the standard format, without COOW nodes) and --wide-nodes
+// (COOW nodes, the default; with hsp_input, it also rebuilds an .hsp input of
+// the standard format), which exclude each other. choice(): what load_matrix
+// takes (nullopt when neither is given).
+struct WideNodesFlags {
+  bool wide = false, no_wide = false;
+  [[nodiscard]] std::optional<bool> choice() const {
+    if (no_wide) return false;
+    if (wide) return true;
+    return std::nullopt;
+  }
+};
+void add_wide_nodes_flags(CLI::App* sub, WideNodesFlags& flags, bool hsp_input = true,
+                          const std::string& applies_to = "");
 
 }  // namespace hisparse::cli

@@ -44,14 +44,18 @@ TEST(AddReference, MatchesEntryMap) {
   for (std::uint32_t d : {2u, 4u, 16u, 128u}) {
     for (bool ta : {false, true}) {
       for (bool tb : {false, true}) {
-        SCOPED_TRACE("d " + std::to_string(d) + " ta " + std::to_string(ta) + " tb " + std::to_string(tb));
+        // Both formats: the builder's default (wide nodes allowed) and the standard one.
+        const bool wide = (ta + tb) % 2 == 0;
+        SCOPED_TRACE("d " + std::to_string(d) + " ta " + std::to_string(ta) + " tb " + std::to_string(tb) +
+                     (wide ? " default (wide)" : " standard"));
         // op(A) and op(B) are both 300 x 200.
         const auto ca = ta ? clustered_coo<double>(200, 300, 3, 100, 0.9, rng) : random_coo<double>(300, 200, 2000, rng);
         const auto cb = tb ? random_coo<double>(200, 300, 1500, rng) : clustered_coo<double>(300, 200, 3, 120, 0.8, rng);
-        Matrix<double> a = build_matrix(ca, d).scaled(2.0), b = build_matrix(cb, d);
+        Matrix<double> a = build_matrix(ca, BuildOptions{d, wide}).scaled(2.0), b = build_matrix(cb, BuildOptions{d, wide});
         if (ta) a = a.transpose();
         if (tb) b = b.transpose();
         const auto c = ops::add_reference(a, b, 0.5, -3.0);
+        EXPECT_EQ((c.content().header().flags & pool_flag_wide) != 0, wide);
         validate(c.content());
         EXPECT_FALSE(c.transposed());
         EXPECT_EQ(c.scale(), 1.0);

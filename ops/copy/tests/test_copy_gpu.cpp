@@ -67,12 +67,17 @@ TEST(CopyGpu, RandomAndRealMatrices) {
   const auto seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
   std::mt19937_64 rng(seed);
-  check(build_matrix(random_coo<double>(3000, 1200, 20000, rng), 16), "random rect d16");
-  check(build_matrix(clustered_coo<float>(1000, 700, 5, 200, 0.9, rng)), "clustered f32 (dense leaves)");
-  check(build_matrix(clustered_coo<double>(64, 64, 2, 64, 1.0, rng), 4), "dense d4");
-  check(build_matrix(Coo<float>{10, 20, {}, {}, {}}), "empty");
-  check(build_matrix(read_matrix_market<double>(matrices_dir() / "fidapex6.mtx")), "fidapex6");
-  check(build_matrix(read_matrix_market<float>(matrices_dir() / "lp_ship04l.mtx"), 8), "lp_ship04l d8");
+  // Both formats: the builder's default (wide nodes allowed) and the standard one.
+  auto both = [](const auto& coo, std::uint32_t d, const std::string& what) {
+    check(build_matrix(coo, d), what);
+    check(build_standard(coo, d), what + " standard");
+  };
+  both(random_coo<double>(3000, 1200, 20000, rng), 16, "random rect d16");
+  both(clustered_coo<float>(1000, 700, 5, 200, 0.9, rng), default_node_size, "clustered f32 (dense leaves)");
+  both(clustered_coo<double>(64, 64, 2, 64, 1.0, rng), 4, "dense d4");
+  both(Coo<float>{10, 20, {}, {}, {}}, default_node_size, "empty");
+  both(read_matrix_market<double>(matrices_dir() / "fidapex6.mtx"), default_node_size, "fidapex6");
+  both(read_matrix_market<float>(matrices_dir() / "lp_ship04l.mtx"), 8, "lp_ship04l d8");
 }
 
 // Wide (COOW) nodes: copied as they are, and transposed by two counting

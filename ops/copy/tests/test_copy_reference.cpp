@@ -32,24 +32,28 @@ TEST(CopyReference, MaterializeWritesStateIntoContent) {
   SCOPED_TRACE(seed_note(seed));
   std::mt19937_64 rng(seed);
   for (std::uint32_t d : {2u, 8u, 128u}) {
-    SCOPED_TRACE("d " + std::to_string(d));
-    const auto coo = clustered_coo<double>(500, 300, 4, 90, 0.7, rng);
-    const auto a = build_matrix(coo, d).transpose().scaled(-0.25);
-    const auto m = ops::materialize_reference(a);
-    validate(m.content());
-    EXPECT_FALSE(m.transposed());
-    EXPECT_EQ(m.scale(), 1.0);
-    EXPECT_EQ(m.rows(), 300u);
-    EXPECT_EQ(m.cols(), 500u);
-    const auto want = to_coo(a), got = to_coo(m);
-    EXPECT_EQ(got.row, want.row);
-    EXPECT_EQ(got.col, want.col);
-    EXPECT_EQ(got.val, want.val);
-    // Materializing the plain matrix reproduces the builder's content exactly
-    // (same canonical nodes), node order aside: compare the entries.
-    const auto plain = ops::materialize_reference(build_matrix(coo, d));
-    EXPECT_EQ(to_coo(plain).val, to_coo(build_matrix(coo, d)).val);
-    EXPECT_EQ(plain.pool_bytes(), build_matrix(coo, d).pool_bytes());
+    for (const bool wide : {true, false}) {
+      SCOPED_TRACE("d " + std::to_string(d) + (wide ? " default (wide)" : " standard"));
+      const BuildOptions o{d, wide};
+      const auto coo = clustered_coo<double>(500, 300, 4, 90, 0.7, rng);
+      const auto a = build_matrix(coo, o).transpose().scaled(-0.25);
+      const auto m = ops::materialize_reference(a);
+      validate(m.content());
+      EXPECT_FALSE(m.transposed());
+      EXPECT_EQ(m.scale(), 1.0);
+      EXPECT_EQ(m.rows(), 300u);
+      EXPECT_EQ(m.cols(), 500u);
+      const auto want = to_coo(a), got = to_coo(m);
+      EXPECT_EQ(got.row, want.row);
+      EXPECT_EQ(got.col, want.col);
+      EXPECT_EQ(got.val, want.val);
+      // Materializing the plain matrix reproduces the builder's content exactly
+      // (same canonical nodes), node order aside: compare the entries.
+      const auto plain = ops::materialize_reference(build_matrix(coo, o));
+      EXPECT_EQ(to_coo(plain).val, to_coo(build_matrix(coo, o)).val);
+      EXPECT_EQ(plain.pool_bytes(), build_matrix(coo, o).pool_bytes());
+      EXPECT_EQ((m.content().header().flags & pool_flag_wide) != 0, wide);
+    }
   }
 }
 

@@ -137,8 +137,10 @@ TEST(SpmvGpu, EveryRealMatrix) {
   std::mt19937_64 rng(seed);
   const auto files = real_matrices();
   ASSERT_GE(files.size(), 20u);
+  // f64 in the standard format, f32 at d = 32 by the builder's default (wide
+  // nodes where the rule finds them smaller: most of these matrices have some).
   for (const auto& f : files) {
-    check_all_states(build_matrix(read_matrix_market<double>(f)), {}, rng, f.filename().string() + " f64");
+    check_all_states(build_standard(read_matrix_market<double>(f)), {}, rng, f.filename().string() + " f64 standard");
     check_all_states(build_matrix(read_matrix_market<float>(f), 32), {}, rng, f.filename().string() + " f32 d32");
   }
 }
@@ -152,7 +154,9 @@ TEST(SpmvGpu, EveryControllerWithAndWithoutPlan) {
     for (bool reuse : {false, true}) {
       const std::string cfg = std::string(runtime::to_string(c)) + (reuse ? " plan" : " runtime");
       ops::SpmvOptions opt{c, reuse};
-      check_all_states(build_matrix(random_coo<double>(3000, 1700, 30000, rng), 16), opt, rng, cfg + " rect f64");
+      const auto rect = random_coo<double>(3000, 1700, 30000, rng);
+      check_all_states(build_matrix(rect, 16), opt, rng, cfg + " rect f64");
+      check_all_states(build_standard(rect, 16), opt, rng, cfg + " rect f64 standard");
       check_all_states(build_matrix(clustered_coo<float>(900, 900, 6, 200, 0.9, rng)), opt, rng, cfg + " clustered f32");
       check_all_states(build_matrix(read_matrix_market<double>(matrices_dir() / "rajat01.mtx")), opt,
                        rng, cfg + " rajat01");
@@ -227,7 +231,7 @@ TEST(SpmvGpu, WideNodes) {
     ops::SpmvOptions off;
     off.wide_column_order = false;
     EXPECT_EQ(ops::GpuSpmv<double>(dev, off).stats().wide_order_bytes, 0u);
-    DeviceMatrix<double> standard(build_matrix(power_corner(0.0, 60000)));
+    DeviceMatrix<double> standard(build_standard(power_corner(0.0, 60000)));
     EXPECT_EQ(ops::GpuSpmv<double>(standard).stats().wide_order_bytes, 0u);
   }
   // d = 256, f64: 16-bit keys at full width, several chunks per node, and
@@ -303,9 +307,10 @@ Coo<V> circuit_like(std::mt19937_64& rng) {
   return c;
 }
 
+// The standard format: wide nodes would take some of the leaves.
 template <class V>
 void check_riders(std::uint32_t node_size, std::mt19937_64& rng) {
-  const Matrix<V> host = build_matrix(circuit_like<V>(rng), node_size);
+  const Matrix<V> host = build_standard(circuit_like<V>(rng), node_size);
   DeviceMatrix<V> dev(host);
   // Automatic: this matrix's ~100 large leaves do not fill the GPU, so the
   // small leaves keep their own warps.
@@ -340,7 +345,8 @@ TEST(SpmvGpu, RidersOfLargeLeaves) {
 // row and a full column: their partial sums meet in the last tile to arrive,
 // whose counter must be back at zero for the next call; check_all_states
 // calls each plan six times), against the reference and the plan without
-// tiles.
+// tiles; in the standard format (wide nodes would take some of those leaves),
+// and the builder's default beside it.
 TEST(SpmvGpu, OutputTiles) {
   const auto seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
@@ -351,7 +357,7 @@ TEST(SpmvGpu, OutputTiles) {
     for (index_t k = 0; k < 30000; k += 2) c.push(k, 5, random_value<double>(rng));
     for (index_t r = 8 * d; r < 9 * d; ++r)  // one full leaf: dense
       for (index_t k = 16 * d; k < 17 * d; ++k) c.push(r, k, random_value<double>(rng));
-    const Matrix<double> host = build_matrix(c, d);
+    const Matrix<double> host = build_standard(c, d);
     EXPECT_GT(validate(host.content()).dense, 0u) << "d " << d;
     const std::string what = "d" + std::to_string(d);
     {
@@ -367,7 +373,8 @@ TEST(SpmvGpu, OutputTiles) {
     check_all_states(host, ops::SpmvOptions{.output_tiles = false}, rng, what + " no tiles");
     Coo<float> cf{c.rows, c.cols, c.row, c.col, {}};
     for (double v : c.val) cf.val.push_back(static_cast<float>(v));
-    check_all_states(build_matrix(cf, d), {}, rng, what + " f32 tiles");
+    check_all_states(build_standard(cf, d), {}, rng, what + " f32 tiles");
+    check_all_states(build_matrix(c, d), {}, rng, what + " default format");
   }
 }
 
@@ -377,26 +384,30 @@ TEST(SpmvGpu, UnalignedVectors) {
   const auto seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
   std::mt19937_64 rng(seed);
-  const auto host = build_matrix(random_coo<float>(3001, 2999, 60000, rng), 16);
-  DeviceMatrix<float> dev(host);
-  ops::GpuSpmv<float> plan(dev);
-  for (bool t : {false, true}) {
-    const Matrix<float> a = host.with_state(t, 1.0f);
-    std::vector<float> x(a.cols() + 1), y(a.rows() + 1);
-    for (auto& v : x) v = random_value<float>(rng);
-    for (auto& v : y) v = random_value<float>(rng);
-    DeviceVector<float> dx(x), dy(y);
-    std::vector<float> xs(x.begin() + 1, x.end()), ref(y.begin() + 1, y.end());
-    const std::vector<float> y0 = ref;
-    ops::spmv_reference<float>(a, xs, ref, 1.5f, 0.5f);
-    const auto mag = magnitude(a, xs, y0, 1.5f, 0.5f);
-    plan(dx.ptr() + 1, dy.ptr() + 1, 1.5f, 0.5f);
-    cuda_check(cudaDeviceSynchronize(), "spmv");
-    const auto got = dy.get();
-    EXPECT_EQ(got[0], y[0]) << "the value before y was written";
-    for (std::size_t i = 0; i < ref.size(); ++i)
-      ASSERT_NEAR(double(got[i + 1]), double(ref[i]), 1e-5 * (mag[i] + 1e-30) + 1e-30) << (t ? "T" : "N") << " row " << i;
-    dev.transpose();
+  const auto coo = random_coo<float>(3001, 2999, 60000, rng);
+  for (const bool wide : {true, false}) {
+    const auto host = build_matrix(coo, BuildOptions{16, wide});
+    DeviceMatrix<float> dev(host);
+    ops::GpuSpmv<float> plan(dev);
+    for (bool t : {false, true}) {
+      const Matrix<float> a = host.with_state(t, 1.0f);
+      std::vector<float> x(a.cols() + 1), y(a.rows() + 1);
+      for (auto& v : x) v = random_value<float>(rng);
+      for (auto& v : y) v = random_value<float>(rng);
+      DeviceVector<float> dx(x), dy(y);
+      std::vector<float> xs(x.begin() + 1, x.end()), ref(y.begin() + 1, y.end());
+      const std::vector<float> y0 = ref;
+      ops::spmv_reference<float>(a, xs, ref, 1.5f, 0.5f);
+      const auto mag = magnitude(a, xs, y0, 1.5f, 0.5f);
+      plan(dx.ptr() + 1, dy.ptr() + 1, 1.5f, 0.5f);
+      cuda_check(cudaDeviceSynchronize(), "spmv");
+      const auto got = dy.get();
+      EXPECT_EQ(got[0], y[0]) << "the value before y was written";
+      for (std::size_t i = 0; i < ref.size(); ++i)
+        ASSERT_NEAR(double(got[i + 1]), double(ref[i]), 1e-5 * (mag[i] + 1e-30) + 1e-30)
+            << (wide ? "default " : "standard ") << (t ? "T" : "N") << " row " << i;
+      dev.transpose();
+    }
   }
 }
 

@@ -29,23 +29,26 @@ std::vector<double> plain_spmv(const Coo<V>& coo, bool transpose, double scale, 
   return out;
 }
 
+// Both formats: the builder's default (wide nodes allowed) and the standard one.
 template <class V>
 void check_spmv(const Coo<V>& coo, std::uint32_t d, std::mt19937_64& rng, const std::string& what) {
   const double tol = std::is_same_v<V, float> ? 1e-5 : 1e-12;
-  const Matrix<V> base = build_matrix(coo, d);
-  for (bool t : {false, true}) {
-    for (auto [alpha, beta, scale] : {std::tuple{1.0, 0.0, 1.0}, {2.0, 0.5, 1.0}, {-1.5, 1.0, 3.0}, {0.0, 2.0, 1.0}}) {
-      SCOPED_TRACE(what + (t ? " T" : " N") + " alpha " + std::to_string(alpha) + " beta " + std::to_string(beta) +
-                   " scale " + std::to_string(scale) + " d " + std::to_string(d));
-      Matrix<V> a = base.scaled(static_cast<V>(scale));
-      if (t) a = a.transpose();
-      std::vector<V> x(a.cols()), y(a.rows());
-      for (auto& v : x) v = random_value<V>(rng);
-      for (auto& v : y) v = beta == 0.0 ? std::numeric_limits<V>::quiet_NaN() : random_value<V>(rng);
-      const auto expect = plain_spmv(coo, t, scale, x, y, alpha, beta);
-      ops::spmv_reference<V>(a, x, y, static_cast<V>(alpha), static_cast<V>(beta));
-      for (std::size_t i = 0; i < y.size(); ++i)
-        ASSERT_NEAR(static_cast<double>(y[i]), expect[i], tol * (1.0 + std::abs(expect[i]))) << "row " << i;
+  for (const bool wide : {true, false}) {
+    const Matrix<V> base = build_matrix(coo, BuildOptions{d, wide});
+    for (bool t : {false, true}) {
+      for (auto [alpha, beta, scale] : {std::tuple{1.0, 0.0, 1.0}, {2.0, 0.5, 1.0}, {-1.5, 1.0, 3.0}, {0.0, 2.0, 1.0}}) {
+        SCOPED_TRACE(what + (t ? " T" : " N") + " alpha " + std::to_string(alpha) + " beta " + std::to_string(beta) +
+                     " scale " + std::to_string(scale) + " d " + std::to_string(d) + (wide ? " default (wide)" : " standard"));
+        Matrix<V> a = base.scaled(static_cast<V>(scale));
+        if (t) a = a.transpose();
+        std::vector<V> x(a.cols()), y(a.rows());
+        for (auto& v : x) v = random_value<V>(rng);
+        for (auto& v : y) v = beta == 0.0 ? std::numeric_limits<V>::quiet_NaN() : random_value<V>(rng);
+        const auto expect = plain_spmv(coo, t, scale, x, y, alpha, beta);
+        ops::spmv_reference<V>(a, x, y, static_cast<V>(alpha), static_cast<V>(beta));
+        for (std::size_t i = 0; i < y.size(); ++i)
+          ASSERT_NEAR(static_cast<double>(y[i]), expect[i], tol * (1.0 + std::abs(expect[i]))) << "row " << i;
+      }
     }
   }
 }

@@ -17,8 +17,10 @@
 #include <set>
 #include <tuple>
 
+#include "hisparse/formats/builder.hpp"
 #include "hisparse/formats/hsp_file.hpp"
 #include "hisparse/formats/matrix_market.hpp"
+#include "hisparse/formats/validate.hpp"
 #include "hisparse/gen/generators.hpp"
 #include "hisparse/gen/moved_pattern.hpp"
 #include "support/test_seed.hpp"
@@ -295,6 +297,38 @@ TEST(Structure, RmatDegreesAreSkewed) {
   EXPECT_EQ(ca, cb);
   EXPECT_EQ(plain.val, relabelled.val);
   EXPECT_NE(plain.row, relabelled.row);
+}
+
+// The builder's default (wide nodes allowed, docs/format.md) stores an R-MAT
+// graph in no more bytes than CSR with 32-bit indices; the opt-out builds the
+// standard format (no COOW nodes, flag clear), never smaller. At scale 16 the
+// entries are scattered enough that the standard format is larger than CSR and
+// the COOW nodes are what bring the default below it (at scale 14 the root is
+// the level of COOW candidates, and one node for all entries would be larger).
+template <class V>
+void expect_rmat_default_within_csr(std::uint64_t scale) {
+  SCOPED_TRACE("rmat scale " + std::to_string(scale) + (sizeof(V) == 4 ? " f32" : " f64"));
+  const Coo<V> coo = make<V>("rmat:scale=" + std::to_string(scale));
+  const Matrix<V> m = build_matrix(coo);
+  const Matrix<V> standard = build_matrix(coo, BuildOptions{default_node_size, false});
+  ASSERT_EQ(m.nnz(), standard.nnz());
+  const std::uint64_t csr_bytes = 4 * (m.rows() + 1) + (4 + sizeof(V)) * m.nnz();
+  EXPECT_LE(m.pool_bytes(), csr_bytes);
+  EXPECT_LE(m.pool_bytes(), standard.pool_bytes());
+  EXPECT_TRUE(m.content().header().flags & pool_flag_wide);
+  EXPECT_EQ(standard.content().header().flags & pool_flag_wide, 0);
+  EXPECT_EQ(validate(standard.content()).coow, 0u);
+  if (scale >= 16) {
+    EXPECT_GT(validate(m.content()).coow, 0u);
+    EXPECT_GT(standard.pool_bytes(), csr_bytes);
+  }
+}
+
+TEST(Structure, RmatBuildsWithinCsrBytesByDefault) {
+  for (const std::uint64_t scale : {14u, 15u, 16u}) {
+    expect_rmat_default_within_csr<float>(scale);
+    expect_rmat_default_within_csr<double>(scale);
+  }
 }
 
 TEST(Structure, CircuitHasABandAndAFewVeryLongLines) {

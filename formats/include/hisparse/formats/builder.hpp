@@ -10,22 +10,31 @@ namespace hisparse {
 
 struct BuildOptions {
   std::uint32_t node_size = default_node_size;
-  // Allow COOW nodes (docs/format.md): a level depth-2 sub-tree whose entries
-  // take no more bytes with 16-bit coordinates in one node is stored so. The
-  // host and the GPU operations (SpMV, copy, materialize) handle them.
-  bool wide_nodes = false;
+  // COOW nodes (docs/format.md), on by default: the pool carries the wide-node
+  // flag, and a level depth-2 sub-tree whose entries take no more bytes with
+  // 16-bit coordinates in one node is stored so (the canonical rule; where no
+  // sub-tree gains, the nodes are those of the standard format). The host and
+  // the GPU operations handle them. false is the opt-out: the standard format
+  // (no COOW nodes, flag clear), e.g. to measure against it.
+  bool wide_nodes = true;
 };
 
 template <class V>
 Matrix<V> build_matrix(const Coo<V>& coo, const BuildOptions& options);
 
+// The default options with this node size (wide nodes allowed).
 template <class V>
 Matrix<V> build_matrix(const Coo<V>& coo, std::uint32_t node_size = default_node_size) {
-  return build_matrix(coo, BuildOptions{node_size, false});
+  return build_matrix(coo, BuildOptions{node_size});
 }
 
 template <class V>
-Matrix<V> build_matrix(const Csr<V>& csr, std::uint32_t node_size = default_node_size);
+Matrix<V> build_matrix(const Csr<V>& csr, const BuildOptions& options);
+
+template <class V>
+Matrix<V> build_matrix(const Csr<V>& csr, std::uint32_t node_size = default_node_size) {
+  return build_matrix(csr, BuildOptions{node_size});
+}
 
 // The logical matrix op(A)·scale, sorted row-major (row, then column).
 template <class V>
