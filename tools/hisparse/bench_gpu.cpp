@@ -190,7 +190,7 @@ std::vector<BenchRecord> bench_spmv(const Matrix<V>& host, const std::string& na
     if (o.spmv) record("hisparse", plan_bytes, [&] { plan(dx.as<V>(), dy.as<V>(), V(1), V(0)); });
     if (o.spmv && plan.stats().tiles[t ? 1 : 0] > 0) {
       // What the output tiles bring: the leaf bins with atomics into y.
-      if (!no_tiles) no_tiles.emplace(a, ops::SpmvOptions{.output_tiles = false});
+      if (!no_tiles) no_tiles.emplace(a, ops::SpmvOptions{.tiles = ops::SpmvOptions::Tiles::never});
       record("hisparse-no-tiles", a.pool_bytes() + (t ? no_tiles->stats().wide_order_bytes : 0),
              [&] { (*no_tiles)(dx.as<V>(), dy.as<V>(), V(1), V(0)); });
     }

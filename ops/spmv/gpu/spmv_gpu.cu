@@ -270,7 +270,7 @@ struct GpuSpmv<V>::Impl {
     if (a->root() != null_ref) rt.run();
     cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(plan)");
     const Shape& shape = a->shape();
-    use_tiles = options.output_tiles && tiles_fit(shape.rows, shape.cols, shape.log2_node_size);
+    use_tiles = options.tiles != SpmvOptions::Tiles::never && tiles_fit(shape.rows, shape.cols, shape.log2_node_size);
     if (use_tiles) {
       // Units per tile (a warp's, done one after the other): enough tiles
       // to give every warp slot of the GPU about two, at least one, at most
@@ -279,8 +279,11 @@ struct GpuSpmv<V>::Impl {
       const std::uint64_t per_tile = a->nnz() / (2 * warp_slots * tile_unit_entries);
       const auto tile_steps = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(per_tile, 1, 16));
       const std::uint64_t standard = n[bin_one] + n[bin_small] + n[bin_large] + n[bin_dense];
-      plan_tiles<V>(a->pool(), plan.items[bin_one], standard, n[bin_one] + n[bin_small], shape.rows, shape.cols,
-                    shape.log2_node_size, tile_steps, stream, tiles);
+      const std::uint32_t min_fill = options.tiles == SpmvOptions::Tiles::always ? 0 : tile_unit_entries / 4;
+      use_tiles = plan_tiles<V>(a->pool(), plan.items[bin_one], standard, n[bin_one] + n[bin_small], shape.rows,
+                                shape.cols, shape.log2_node_size, tile_steps, min_fill, stream, tiles);
+    }
+    if (use_tiles) {
       for (int o = 0; o < 2; ++o) {
         oriented[o] = plan;  // the wide bin's blocks
         stats.tiles[o] = tiles[o].tile_count;

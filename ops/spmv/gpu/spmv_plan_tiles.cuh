@@ -73,11 +73,13 @@ inline bool tiles_fit(std::uint64_t rows, std::uint64_t cols, std::uint32_t log2
 
 // The recorded items of the standard bins, back to back: [0, first_chunked)
 // are whole leaves (COO1 and small), the rest large and dense items. Both
-// orientations' plans from one download. Synchronizes `stream`.
+// orientations' plans from one download, unless the leaves fill their units
+// with fewer than `min_fill` entries on average (then nothing is built and
+// the result is false). Synchronizes `stream`.
 template <class V>
-void plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t count, std::uint64_t first_chunked,
+bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t count, std::uint64_t first_chunked,
                 std::uint64_t rows, std::uint64_t cols, std::uint32_t log2d, std::uint32_t tile_steps,
-                cudaStream_t stream, TilePlan<V> (&out)[2]) {
+                std::uint32_t min_fill, cudaStream_t stream, TilePlan<V> (&out)[2]) {
   using namespace tile_detail;
   std::vector<NodeItem> host_items(count);
   std::vector<std::uint32_t> n(count);
@@ -86,11 +88,20 @@ void plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
     const auto grid = static_cast<unsigned>(std::clamp<std::uint64_t>((count + 255) / 256, 1, 4096));
     leaf_counts<<<grid, 256, 0, stream>>>(items, count, first_chunked, pool, log2d, counts.as<std::uint32_t>());
     cuda_check(cudaGetLastError(), "launch of leaf_counts (SpMV tiles)");
-    cuda_check(cudaMemcpyAsync(host_items.data(), items, count * sizeof(NodeItem), cudaMemcpyDeviceToHost, stream),
-               "cudaMemcpyAsync(SpMV leaves)");
     cuda_check(cudaMemcpyAsync(n.data(), counts.get(), count * sizeof(std::uint32_t), cudaMemcpyDeviceToHost, stream),
                "cudaMemcpyAsync(SpMV leaf counts)");
     cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(SpMV tiles)");
+  }
+  std::uint64_t entries = 0, unit_total = 0;
+  for (const std::uint32_t k : n) {
+    entries += k;
+    unit_total += (k + tile_unit_entries - 1) / tile_unit_entries;
+  }
+  if (entries < std::uint64_t{min_fill} * unit_total) return false;
+  if (count > 0) {
+    cuda_check(cudaMemcpyAsync(host_items.data(), items, count * sizeof(NodeItem), cudaMemcpyDeviceToHost, stream),
+               "cudaMemcpyAsync(SpMV leaves)");
+    cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(SpMV leaves)");
   }
   const std::uint32_t d = 1u << log2d;
   for (int o = 0; o < 2; ++o) {
@@ -180,6 +191,7 @@ void plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
     // The host vectors die on return: the uploads must be done.
     cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(SpMV tiles)");
   }
+  return true;
 }
 
 }  // namespace hisparse::ops::spmv_gpu

@@ -314,10 +314,10 @@ void check_riders(std::uint32_t node_size, std::mt19937_64& rng) {
   DeviceMatrix<V> dev(host);
   // Automatic: this matrix's ~100 large leaves do not fill the GPU, so the
   // small leaves keep their own warps.
-  EXPECT_EQ(ops::GpuSpmv<V>(dev, ops::SpmvOptions{.output_tiles = false}).stats().riders[0], 0u) << "d " << node_size;
+  EXPECT_EQ(ops::GpuSpmv<V>(dev, ops::SpmvOptions{.tiles = ops::SpmvOptions::Tiles::never}).stats().riders[0], 0u) << "d " << node_size;
   // Riders exist only in the leaf bins: with output tiles a block's small
   // leaves are summed with its large ones anyway.
-  ops::GpuSpmv<V> plan(dev, ops::SpmvOptions{.riders = ops::SpmvOptions::Riders::always, .output_tiles = false});
+  ops::GpuSpmv<V> plan(dev, ops::SpmvOptions{.riders = ops::SpmvOptions::Riders::always, .tiles = ops::SpmvOptions::Tiles::never});
   EXPECT_GT(plan.stats().riders[0], 0u) << "d " << node_size;
   EXPECT_GT(plan.stats().riders[1], 0u) << "d " << node_size;
   EXPECT_LT(plan.stats().riders[0], plan.stats().leaves[1]) << "every small leaf rode, d " << node_size;
@@ -360,22 +360,35 @@ TEST(SpmvGpu, OutputTiles) {
     const Matrix<double> host = build_standard(c, d);
     EXPECT_GT(validate(host.content()).dense, 0u) << "d " << d;
     const std::string what = "d" + std::to_string(d);
+    const ops::SpmvOptions always{.tiles = ops::SpmvOptions::Tiles::always};
     {
       DeviceMatrix<double> dev(host);
-      const ops::GpuSpmv<double> plan(dev);
+      const ops::GpuSpmv<double> plan(dev, always);
       for (int o = 0; o < 2; ++o) {
         EXPECT_GT(plan.stats().tiles[o], 0u) << what;
         EXPECT_GT(plan.stats().split_tiles[o], 1u) << what << ": the full line must be split";
         EXPECT_GT(plan.stats().tile_bytes[o], 0u) << what;
       }
     }
-    check_all_states(host, {}, rng, what + " tiles");
-    check_all_states(host, ops::SpmvOptions{.output_tiles = false}, rng, what + " no tiles");
+    check_all_states(host, always, rng, what + " tiles");
+    check_all_states(host, {}, rng, what + " automatic");
+    check_all_states(host, ops::SpmvOptions{.tiles = ops::SpmvOptions::Tiles::never}, rng, what + " no tiles");
     Coo<float> cf{c.rows, c.cols, c.row, c.col, {}};
     for (double v : c.val) cf.val.push_back(static_cast<float>(v));
-    check_all_states(build_standard(cf, d), {}, rng, what + " f32 tiles");
-    check_all_states(build_matrix(c, d), {}, rng, what + " default format");
+    check_all_states(build_standard(cf, d), always, rng, what + " f32 tiles");
+    check_all_states(build_matrix(c, d), always, rng, what + " default format");
   }
+  // The automatic policy: tiles where leaves fill their units (a banded
+  // matrix), none where they hold one or two entries (a scattered matrix in
+  // the standard format).
+  Coo<float> band{40000, 40000, {}, {}, {}};
+  for (index_t r = 0; r < 40000; ++r)
+    for (index_t k = r > 2 ? r - 2 : 0; k < std::min<index_t>(r + 3, 40000); ++k) band.push(r, k, random_value<float>(rng));
+  DeviceMatrix<float> banded(build_standard(band, 128));
+  EXPECT_GT(ops::GpuSpmv<float>(banded).stats().tiles[0], 0u) << "a band fills its units";
+  DeviceMatrix<float> scattered(build_standard(random_coo<float>(200000, 200000, 100000, rng), 128));
+  const ops::GpuSpmv<float> sparse_plan(scattered);
+  EXPECT_EQ(sparse_plan.stats().tiles[0] + sparse_plan.stats().tiles[1], 0u) << "one-entry leaves stay in the bins";
 }
 
 // Vectors that do not start on a 16-byte boundary (a user's y + 1): the

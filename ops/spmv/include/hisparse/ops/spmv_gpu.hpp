@@ -45,8 +45,13 @@ struct SpmvOptions {
   bool wide_column_order = true;
   // With the reused traversal: the standard leaves summed by output tiles
   // (docs/ops.md, "Output tiles"): each output written once, no atomics into
-  // y. false: the leaf bins with atomics (measurement).
-  bool output_tiles = true;
+  // y. automatic: where the leaves fill their units (128 entries each) at
+  // least a quarter on average (a scattered standard-format matrix of one-
+  // and two-entry leaves ran 4x slower in tiles than in the leaf bins);
+  // always: wherever the shape allows (tests); never: the leaf bins with
+  // atomics (measurement).
+  enum class Tiles { automatic, always, never };
+  Tiles tiles = Tiles::automatic;
 };
 
 struct SpmvPlanStats {
