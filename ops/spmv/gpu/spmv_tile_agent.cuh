@@ -1,8 +1,8 @@
 #pragma once
-// The output-tile agent of the cached SpMV plan: one thread block per tile,
-// a tile being a run of consecutive output blocks (block rows in A, block
-// columns in A^T) together with every standard leaf that adds into them
-// (spmv_plan_tiles.cuh builds them). The block sums the tile's leaves into a
+// The output-tile agent of the cached SpMV plan: one warp per tile, a tile
+// being a run of consecutive output blocks (block rows in A, block columns in
+// A^T) together with every standard leaf that adds into them
+// (spmv_plan_tiles.cuh builds them). The warp sums the tile's leaves into a
 // shared accumulator of its outputs and then writes each output once,
 // y = k * sum + beta * y: no pass that scales y first, no global atomics,
 // and y is read and written once per call instead of once per leaf.
@@ -16,8 +16,11 @@
 // An output block with more units than one tile should take (a stencil's
 // block row, a circuit's dense line) is split over several tiles, whose sums
 // meet in global memory: the last one to arrive (a counter per split block,
-// reset by that last tile for the next call) writes y (run_tile). Wide (COOW) nodes are not in tiles: their kernels run after this one and
-// add into y with atomics.
+// reset by that last tile for the next call) writes y (run_tile). Wide
+// (COOW) nodes are not in tiles: their kernels run after this one and add
+// into y with atomics. Since the counters and a split block's sums live in
+// the plan, two calls of one plan must not run at the same time (they are
+// ordered on the plan's stream).
 #include <cuda_runtime.h>
 
 #include <cstdint>
