@@ -277,11 +277,11 @@ struct GpuSpmv<V>::Impl {
       // 16: a 27-point stencil's block row (about 30 units) whole in one
       // warp ran 0.44 ms against 0.32 split in two (perf-log 19).
       const std::uint64_t per_tile = a->nnz() / (2 * warp_slots * tile_unit_entries);
-      const auto tile_steps = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(per_tile, 1, 16));
+      const auto tile_units = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(per_tile, 1, 16));
       const std::uint64_t standard = n[bin_one] + n[bin_small] + n[bin_large] + n[bin_dense];
       const std::uint32_t min_fill = options.tiles == SpmvOptions::Tiles::always ? 0 : tile_unit_entries / 4;
       use_tiles = plan_tiles<V>(a->pool(), plan.items[bin_one], standard, n[bin_one] + n[bin_small], shape.rows,
-                                shape.cols, shape.log2_node_size, tile_steps, min_fill, stream, tiles);
+                                shape.cols, shape.log2_node_size, tile_units, min_fill, stream, tiles);
     }
     if (use_tiles) {
       for (int o = 0; o < 2; ++o) {

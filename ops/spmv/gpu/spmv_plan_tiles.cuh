@@ -7,7 +7,7 @@
 // 2. on the host, the leaves grouped by output block (a counting sort that
 //    keeps the traversal's order inside a block), each cut into units of at
 //    most 128 entries, and the blocks grouped into tiles of at most
-//    `tile_steps` units and tile_max_outputs outputs; a block with more
+//    `tile_units` units and tile_max_outputs outputs; a block with more
 //    units than that is split over several tiles;
 // 3. the units, tiles and split groups uploaded.
 // The host step is linear in the leaves and the output blocks.
@@ -25,7 +25,6 @@ template <class V>
 struct TilePlan {
   DeviceBytes tiles, units, groups, arrivals, sums;
   std::uint64_t tile_count = 0;
-  std::uint64_t unit_count = 0;
   std::uint64_t split_tiles = 0;
   // What a call reads beyond the pool: units and tiles (and per split
   // block a counter and d sums per slot).
@@ -78,7 +77,7 @@ inline bool tiles_fit(std::uint64_t rows, std::uint64_t cols, std::uint32_t log2
 // the result is false). Synchronizes `stream`.
 template <class V>
 bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t count, std::uint64_t first_chunked,
-                std::uint64_t rows, std::uint64_t cols, std::uint32_t log2d, std::uint32_t tile_steps,
+                std::uint64_t rows, std::uint64_t cols, std::uint32_t log2d, std::uint32_t tile_units,
                 std::uint32_t min_fill, cudaStream_t stream, TilePlan<V> (&out)[2]) {
   using namespace tile_detail;
   std::vector<NodeItem> host_items(count);
@@ -114,9 +113,9 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
       if (n[i] > 0) ++first[out_of(host_items[i]) + 1];
     // A block's weight: its units, one warp step each whatever their size
     // (a circuit's dense line of one-entry leaves costs a step per entry).
-    std::vector<std::uint64_t> steps(blocks, 0);
+    std::vector<std::uint64_t> block_units(blocks, 0);
     for (std::uint64_t i = 0; i < count; ++i)
-      if (n[i] > 0) steps[out_of(host_items[i])] += (n[i] + tile_unit_entries - 1) / tile_unit_entries;
+      if (n[i] > 0) block_units[out_of(host_items[i])] += (n[i] + tile_unit_entries - 1) / tile_unit_entries;
     for (std::uint32_t b = 0; b < blocks; ++b) first[b + 1] += first[b];
     std::vector<std::uint64_t> order(first[blocks]);
     {
@@ -127,7 +126,7 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
     // Units of a block's leaves, appended with their output block `out`
     // inside the tile.
     std::vector<TileUnit> units;
-    units.reserve(std::accumulate(steps.begin(), steps.end(), std::uint64_t{0}));
+    units.reserve(std::accumulate(block_units.begin(), block_units.end(), std::uint64_t{0}));
     auto add_units = [&](std::uint32_t block, std::uint16_t out) {
       for (std::uint64_t k = first[block]; k < first[block + 1]; ++k) {
         const NodeItem& it = host_items[order[k]];
@@ -148,13 +147,13 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
     const std::uint32_t max_blocks = std::max(1u, tile_max_outputs >> log2d);
     std::uint32_t b = 0;
     while (b < blocks) {
-      if (steps[b] > tile_steps) {
+      if (block_units[b] > tile_units) {
         // A heavy block: its units cut evenly over `parts` tiles.
         const auto begin = static_cast<std::uint32_t>(units.size());
         add_units(b, 0);
         const auto unit_count = static_cast<std::uint32_t>(units.size()) - begin;
         const std::uint32_t parts = static_cast<std::uint32_t>(
-            std::min<std::uint64_t>((steps[b] + tile_steps - 1) / tile_steps, unit_count));
+            std::min<std::uint64_t>((block_units[b] + tile_units - 1) / tile_units, unit_count));
         groups.push_back(SplitGroup{parts, static_cast<std::uint32_t>(tiles.size()), slots, 0});
         slots += parts <= split_slots_max ? parts : 1;
         for (std::uint32_t p = 0; p < parts; ++p)
@@ -166,8 +165,8 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
       }
       Tile t{static_cast<std::uint32_t>(units.size()), b, 0, no_split};
       std::uint64_t sum = 0;
-      while (b < blocks && t.blocks < max_blocks && steps[b] <= tile_steps && sum + steps[b] <= tile_steps) {
-        sum += steps[b];
+      while (b < blocks && t.blocks < max_blocks && block_units[b] <= tile_units && sum + block_units[b] <= tile_units) {
+        sum += block_units[b];
         add_units(b, static_cast<std::uint16_t>(t.blocks));
         ++t.blocks;
         ++b;
@@ -178,7 +177,6 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
       throw LimitError("spmv: the plan needs more than 2^32 units or 2^31 tiles");
     TilePlan<V>& p = out[o];
     p.tile_count = tiles.size();
-    p.unit_count = units.size();
     p.split_tiles = split_tiles;
     tiles.push_back(Tile{static_cast<std::uint32_t>(units.size()), 0, 0, no_split});
     p.tiles = upload(tiles, stream);
