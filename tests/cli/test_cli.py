@@ -287,6 +287,17 @@ class Cli(unittest.TestCase):
         self.assertEqual(p.returncode, 2, p.stderr)
         self.assertEqual(run("spmv", os.path.join(MATRICES, "jazz.mtx"), "--x", self.path("x.mtx"), "--out",
                              self.path("y.mtx"), "--device", "tpu", ok=False).returncode, 2)
+        # An empty number is a usage error, not 0 (which wrote all-zero output).
+        for opt in ("--alpha", "--beta"):
+            p = run("spmv", os.path.join(MATRICES, "jazz.mtx"), "--x", self.path("x.mtx"), "--out", self.path("y.mtx"),
+                    opt, "", "--device", "host", ok=False)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn(opt, p.stderr)
+            p = run("add", os.path.join(MATRICES, "jazz.mtx"), os.path.join(MATRICES, "jazz.mtx"), self.path("c.mtx"),
+                    opt, "", "--device", "host", ok=False)
+            self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertFalse(os.path.exists(self.path("y.mtx")))
+        self.assertFalse(os.path.exists(self.path("c.mtx")))
         self.assertEqual(run("--help").returncode, 0)
 
     def test_work_errors_exit_1_with_file_and_line(self):
@@ -299,6 +310,10 @@ class Cli(unittest.TestCase):
         self.assertEqual(p.returncode, 1)
         self.assertIn("bad.mtx:5", p.stderr)
         self.assertEqual(p.stderr.count("\n"), 1, "one clear message")
+        # bench passes over bad files of its suite, but not one it was given.
+        p = run("bench", "--host-only", "--no-suite", os.path.join(MATRICES, "block_2000.mtx"), ok=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("block_2000.mtx", p.stderr)
         p = run("info", os.path.join(MATRICES, "block_2000.mtx"), ok=False)
         self.assertEqual(p.returncode, 1)
         self.assertIn("block_2000.mtx:54: column index 0 out of range", p.stderr)

@@ -28,8 +28,8 @@ void add_add_command(CLI::App& app) {
   sub->add_option("OUT", opt->out, "output matrix C (.mtx or .hsp), written atomically")->required();
   sub->add_flag("--transpose-a", opt->ta, "use A^T");
   sub->add_flag("--transpose-b", opt->tb, "use B^T");
-  sub->add_option("--alpha", opt->alpha, "alpha (default 1)");
-  sub->add_option("--beta", opt->beta, "beta (default 1)");
+  sub->add_option("--alpha", opt->alpha, "alpha (default 1)")->check(number_validator());
+  sub->add_option("--beta", opt->beta, "beta (default 1)")->check(number_validator());
   sub->add_option("--device", opt->device, "host or gpu (default: gpu when present; complex runs on the host)");
   sub->add_option("--precision", opt->precision, "f32, f64, c64 or c128 (default: A's)");
   add_wide_nodes_flags(sub, opt->wide);

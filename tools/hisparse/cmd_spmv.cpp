@@ -56,8 +56,8 @@ void add_spmv_command(CLI::App& app) {
   sub->add_option("--out", opt->out, "output vector y (Matrix Market array), written atomically")->required();
   sub->add_flag("--transpose", opt->transpose, "use A^T (flips the matrix state; nothing is copied)");
   add_wide_nodes_flags(sub, opt->wide);
-  sub->add_option("--alpha", opt->alpha, "alpha (default 1)");
-  auto* beta = sub->add_option("--beta", opt->beta, "beta (default 0); needs --y");
+  sub->add_option("--alpha", opt->alpha, "alpha (default 1)")->check(number_validator());
+  auto* beta = sub->add_option("--beta", opt->beta, "beta (default 0); needs --y")->check(number_validator());
   sub->add_option("--y", opt->y0, "input vector y for beta != 0")->needs(beta);
   sub->add_option("--device", opt->device, "host or gpu (default: gpu when present)");
   sub->add_option("--precision", opt->precision, "f32, f64, c64 or c128 (default: f64, c128 for complex files, or the .hsp file's)");

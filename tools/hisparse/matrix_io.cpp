@@ -51,6 +51,11 @@ void add_wide_nodes_flags(CLI::App* sub, WideNodesFlags& flags, bool hsp_input, 
       ->excludes(no);
 }
 
+CLI::Validator number_validator() {
+  return CLI::Validator(
+      [](std::string& s) { return s.empty() ? std::string("an empty value is not a number") : std::string(); }, "NUMBER");
+}
+
 Precision parse_precision(const std::string& s) {
   if (s == "f32") return Precision::f32;
   if (s == "f64") return Precision::f64;

@@ -55,6 +55,10 @@ void check_extension(const std::filesystem::path& file, const char* what);
 // CLI11 check for --node-size: a power of two in [2, 256] (else exit 2).
 CLI::Validator node_size_validator();
 
+// CLI11 check for a number option (--alpha, --beta): an empty value is a
+// usage error (exit 2), not 0, which CLI11 would make of it.
+CLI::Validator number_validator();
+
 // --no-wide-nodes (the standard format, without COOW nodes) and --wide-nodes
 // (COOW nodes, the default; with hsp_input, it also rebuilds an .hsp input of
 // the standard format), which exclude each other. choice(): what load_matrix
