@@ -298,6 +298,13 @@ class Cli(unittest.TestCase):
             self.assertEqual(p.returncode, 2, p.stderr)
         self.assertFalse(os.path.exists(self.path("y.mtx")))
         self.assertFalse(os.path.exists(self.path("c.mtx")))
+        # y is Matrix Market text: an output named .hsp (or anything else) is refused.
+        for out in ("y.hsp", "y.txt"):
+            p = run("spmv", os.path.join(MATRICES, "jazz.mtx"), "--x", self.path("x.mtx"), "--out", self.path(out),
+                    "--device", "host", ok=False)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn(".mtx", p.stderr)
+            self.assertFalse(os.path.exists(self.path(out)))
         self.assertEqual(run("--help").returncode, 0)
 
     def test_work_errors_exit_1_with_file_and_line(self):

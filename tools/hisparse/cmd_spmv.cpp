@@ -1,5 +1,6 @@
 // hisparse spmv MATRIX --x X.mtx --out Y.mtx [--transpose] [--alpha A]
 //               [--beta B --y Y0.mtx] [--device host|gpu] [--no-wide-nodes]
+#include <filesystem>
 #include <memory>
 
 #include "commands.hpp"
@@ -63,6 +64,9 @@ void add_spmv_command(CLI::App& app) {
   sub->add_option("--precision", opt->precision, "f32, f64, c64 or c128 (default: f64, c128 for complex files, or the .hsp file's)");
   sub->callback([opt] {
     if (opt->beta != 0.0 && opt->y0.empty()) throw UsageError("--beta other than 0 needs --y Y0.mtx");
+    // y is written as Matrix Market text: a name that promises another format is refused.
+    if (std::filesystem::path(opt->out).extension() != ".mtx")
+      throw UsageError("--out '" + opt->out + "' must end in .mtx: the vector y is written as Matrix Market");
     resolve_device(opt->device);  // usage errors before any file is read
     const auto precision = opt->precision ? std::optional(parse_precision(*opt->precision)) : std::nullopt;
     std::visit([&](auto a) { run(*opt, std::move(a)); }, load_matrix(opt->matrix, std::nullopt, precision, opt->wide.choice()));
