@@ -65,6 +65,11 @@ struct Input {
 // R-MAT with and without wide nodes.
 const char* const large_families[] = {"laplace2d:n=4096", "stencil3d27:n=150", "rmat:scale=22", "circuit:n=8000000"};
 
+// A generated family, named `name` (its spec by default).
+Input family_input(const std::string& spec, std::optional<bool> wide = std::nullopt, const std::string& name = {}) {
+  return {name.empty() ? spec : name, [spec] { return gen::generate_coo<double>(gen::parse_spec(spec)); }, wide};
+}
+
 std::vector<Input> inputs(const BenchCli& c) {
   std::vector<Input> in;
   if (!c.no_suite) {
@@ -77,16 +82,13 @@ std::vector<Input> inputs(const BenchCli& c) {
       // Complex and malformed files of the suite are reported, not benchmarked.
       in.push_back({p.stem().string(), [p] { return read_matrix_market<double>(p); }});
     }
-    for (const auto& f : default_families(c.scale))
-      in.push_back({f, [f] { return gen::generate_coo<double>(gen::parse_spec(f)); }});
+    for (const auto& f : default_families(c.scale)) in.push_back(family_input(f));
   }
   if (c.preset == "large") {
-    for (const char* f : large_families)
-      in.push_back({f, [f] { return gen::generate_coo<double>(gen::parse_spec(f)); }});
-    const std::string rmat = large_families[2];
-    in.push_back({rmat + " standard", [rmat] { return gen::generate_coo<double>(gen::parse_spec(rmat)); }, false});
+    for (const char* f : large_families) in.push_back(family_input(f));
+    in.push_back(family_input(large_families[2], false, std::string(large_families[2]) + " standard"));
   }
-  for (const auto& f : c.families) in.push_back({f, [f] { return gen::generate_coo<double>(gen::parse_spec(f)); }});
+  for (const auto& f : c.families) in.push_back(family_input(f));
   for (const auto& f : c.files) {
     in.push_back({std::filesystem::path(f).stem().string(),
                   [f] {
@@ -295,7 +297,7 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("MATRIX", c->files, "extra matrix files (.mtx or .hsp)");
   sub->add_option("--preset", c->preset,
                   "large: the four families at 40-90 M entries (Laplacian 4096^2, 27-point 150^3, R-MAT 22 with and "
-                  "without wide nodes, circuit 8 M), SpMV only, cold L2, no suite (options given later still apply)")
+                  "without wide nodes, circuit 8 M), no suite; SpMV and cold L2 unless --ops or --l2 say otherwise")
       ->check(CLI::IsMember({"large"}));
   sub->add_option("--family", c->families, "extra generated matrix, e.g. rmat:scale=21 (repeatable)");
   sub->add_option("--scale", c->scale, "million entries per default generated family (16)")->check(CLI::Range(0.01, 500.0));

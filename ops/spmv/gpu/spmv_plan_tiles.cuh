@@ -53,6 +53,9 @@ __global__ void leaf_counts(const NodeItem* items, std::uint64_t count, std::uin
   }
 }
 
+// The units (warp steps) of a leaf of n entries or cells.
+constexpr std::uint64_t units_of(std::uint32_t n) { return (n + tile_unit_entries - 1) / tile_unit_entries; }
+
 template <class T>
 DeviceBytes upload(const std::vector<T>& v, cudaStream_t stream) {
   DeviceBytes d(std::max<std::size_t>(v.size(), 1) * sizeof(T));
@@ -94,7 +97,7 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
   std::uint64_t entries = 0, unit_total = 0;
   for (const std::uint32_t k : n) {
     entries += k;
-    unit_total += (k + tile_unit_entries - 1) / tile_unit_entries;
+    unit_total += units_of(k);
   }
   if (entries < std::uint64_t{min_fill} * unit_total) return false;
   if (count > 0) {
@@ -107,15 +110,17 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
     const std::uint64_t extent = o == 0 ? rows : cols;
     const auto blocks = static_cast<std::uint32_t>((extent + d - 1) >> log2d);
     // Leaves by output block, stable (a counting sort).
-    std::vector<std::uint32_t> first(std::uint64_t{blocks} + 1, 0);
-    auto out_of = [&](const NodeItem& it) { return static_cast<std::uint32_t>(o == 0 ? it.brow : it.bcol); };
-    for (std::uint64_t i = 0; i < count; ++i)
-      if (n[i] > 0) ++first[out_of(host_items[i]) + 1];
     // A block's weight: its units, one warp step each whatever their size
     // (a circuit's dense line of one-entry leaves costs a step per entry).
+    std::vector<std::uint32_t> first(std::uint64_t{blocks} + 1, 0);
     std::vector<std::uint64_t> block_units(blocks, 0);
-    for (std::uint64_t i = 0; i < count; ++i)
-      if (n[i] > 0) block_units[out_of(host_items[i])] += (n[i] + tile_unit_entries - 1) / tile_unit_entries;
+    auto out_of = [&](const NodeItem& it) { return static_cast<std::uint32_t>(o == 0 ? it.brow : it.bcol); };
+    for (std::uint64_t i = 0; i < count; ++i) {
+      if (n[i] == 0) continue;
+      const std::uint32_t block = out_of(host_items[i]);
+      ++first[block + 1];
+      block_units[block] += units_of(n[i]);
+    }
     for (std::uint32_t b = 0; b < blocks; ++b) first[b + 1] += first[b];
     std::vector<std::uint64_t> order(first[blocks]);
     {
