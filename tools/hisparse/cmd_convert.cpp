@@ -2,6 +2,7 @@
 #include <memory>
 
 #include "commands.hpp"
+#include "hisparse/formats/atomic_file.hpp"
 #include "matrix_io.hpp"
 
 namespace hisparse::cli {
@@ -25,6 +26,10 @@ void add_convert_command(CLI::App& app) {
   sub->callback([opt] {
     check_extension(opt->out, "output file");
     const auto precision = opt->precision ? std::optional(parse_precision(*opt->precision)) : std::nullopt;
+    // Loading a large input takes a while; an output that cannot be created
+    // fails first. OUT may name IN: IN is read completely before OUT is
+    // replaced (renamed over), so that is safe.
+    check_output_writable(opt->out);
     save_matrix(opt->out, load_matrix(opt->in, opt->node_size, precision, opt->wide.choice()));
   });
 }

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "commands.hpp"
+#include "hisparse/formats/atomic_file.hpp"
 #include "hisparse/formats/builder.hpp"
 #include "hisparse/formats/hsp_file.hpp"
 #include "hisparse/gen/generators.hpp"
@@ -77,6 +78,9 @@ void run(const GenOptions& o) {
   } catch (const gen::SpecError& e) {
     throw UsageError(e.what());
   }
+  // A large matrix takes minutes to generate (.hsp output: all of it before
+  // the first byte is written); an output that cannot be created fails now.
+  check_output_writable(o.out);
   if (precision == Precision::f32) write_output<float>(*g, o);
   else write_output<double>(*g, o);
   std::printf("%s: %llu x %llu, %llu entries (%s)\n", o.out.c_str(), static_cast<unsigned long long>(g->rows()),
