@@ -27,6 +27,7 @@ class Validator {
       fail("pool", "holds " + std::to_string(stats_.entries) + " entries but the matrix records nnz = " +
                        std::to_string(c_.nnz));
     check_overlap();
+    check_no_trailing_bytes();
     return stats_;
   }
 
@@ -39,11 +40,12 @@ class Validator {
   void check_header() {
     if (size_ < sizeof(PoolHeader)) fail("pool", "smaller than its 16-byte header");
     if (size_ % node_alignment) fail("pool", "size " + std::to_string(size_) + " is not a multiple of 16");
-    if (size_ > max_pool_bytes + node_alignment) fail("pool", "larger than the 4 GiB limit");
+    if (size_ > max_pool_bytes) fail("pool", "size " + std::to_string(size_) + " is larger than the 2^32 - 16 byte limit");
     if (reinterpret_cast<std::uintptr_t>(pool_) % node_alignment) fail("pool", "not 16-byte aligned in memory");
     const PoolHeader& h = c_.header();
     if (h.magic != pool_magic) fail("pool header", "bad magic");
     if (h.flags & ~pool_flag_wide) fail("pool header", "unknown flag bits");
+    if (h.reserved1 != 0) fail("pool header", "reserved bytes 12..15 are not zero");
     wide_ = (h.flags & pool_flag_wide) != 0;
     if (h.log2_node_size != b_ || h.depth != c_.shape.depth || h.value_bytes != sizeof(V))
       fail("pool header", "node size, depth or value size disagree with the matrix");
@@ -59,7 +61,9 @@ class Validator {
     const bool leaf = level + 1 == c_.shape.depth;
     if (static_cast<std::uint32_t>(ref_type(ref)) >= node_type_count)
       fail(at(off), "unknown node type " + std::to_string(static_cast<int>(ref_type(ref))));
-    if (off < sizeof(PoolHeader) || off + 4 > size_) fail(at(off), "offset outside the pool");
+    if (off < sizeof(PoolHeader) || off >= size_) fail(at(off), "offset outside the pool");
+    // Offsets and the pool size are multiples of 16, so at least 16 bytes remain.
+    const std::uint64_t room = size_ - off;
 
     // Every node has exactly one parent. (Sharing sub-trees between matrices
     // is done by sharing whole contents; a reference to an already visited
@@ -67,7 +71,7 @@ class Validator {
     auto [it, fresh] = seen_.try_emplace(off, Seen{level, ref, 0});
     if (!fresh) fail(at(off), "referenced more than once (cycle or shared node inside one pool)");
     if (ref_type(ref) == NodeType::coow) {
-      const std::uint64_t bytes = visit_coow(off, level, block_row, block_col);
+      const std::uint64_t bytes = visit_coow(off, room, level, block_row, block_col);
       it->second.bytes = bytes;
       return {coow_entries_, bytes};
     }
@@ -78,7 +82,7 @@ class Validator {
     std::vector<std::pair<LocalCoord, NodeRef>> children;
     if (ref_type(ref) == NodeType::dense) {
       bytes = dense_bytes(b_, leaf, elem);
-      if (off + bytes > size_) fail(at(off), "dense node runs past the end of the pool");
+      if (bytes > room) fail(at(off), "dense node of " + std::to_string(bytes) + " bytes runs past the end of the pool");
       if (leaf) {
         const std::uint8_t* mask = dense_mask(pool_, ref);
         const std::uint64_t cells = std::uint64_t{d_} * d_;
@@ -107,9 +111,9 @@ class Validator {
     } else {
       std::memcpy(&count, pool_ + off, sizeof(count));
       if (count == 0 || count > d_ * d_) fail(at(off), "entry count " + std::to_string(count) + " outside [1, d*d]");
-      const CooLayout l = coo_layout(ref_type(ref), count, elem);
+      const CooLayout64 l = checked_layout(off, room, coo_layout64(ref_type(ref), count, elem),
+                                           coo_layout(ref_type(ref), count, elem), "sparse");
       bytes = l.bytes;
-      if (off + bytes > size_) fail(at(off), "sparse node runs past the end of the pool");
       const auto* coords = reinterpret_cast<const LocalCoord*>(pool_ + off + l.coord_offset);
       for (std::uint32_t i = 0; i < count; ++i) {
         if (coords[i].row >= d_ || coords[i].col >= d_) fail(at(off), "local coordinate not below d");
@@ -152,21 +156,22 @@ class Validator {
     // In a wide pool, a level depth-2 sub-tree that one COOW node would hold in
     // no more bytes must be that node.
     if (wide_ && level + 2 == c_.shape.depth && sub_entries <= 0xFFFFFFFFull &&
-        coow_layout(static_cast<std::uint32_t>(sub_entries), sizeof(V)).bytes <= sub_bytes)
+        coow_layout64(sub_entries, sizeof(V)).bytes <= sub_bytes)
       fail(at(off), "sub-tree of " + std::to_string(sub_bytes) + " bytes where a COOW node would take no more");
     return {sub_entries, sub_bytes};
   }
 
   // A COOW node: 16-bit coordinates over the node's d^2 x d^2 block.
-  std::uint64_t visit_coow(std::uint64_t off, std::uint32_t level, index_t block_row, index_t block_col) {
+  std::uint64_t visit_coow(std::uint64_t off, std::uint64_t room, std::uint32_t level, index_t block_row,
+                           index_t block_col) {
     if (!wide_) fail(at(off), "COOW node in a pool without the wide-node flag");
     if (level + 2 != c_.shape.depth) fail(at(off), "COOW node at level " + std::to_string(level) + ", not depth-2");
     std::uint32_t count = 0;
     std::memcpy(&count, pool_ + off, sizeof(count));
     const std::uint64_t cells = std::uint64_t{d_} * d_;
     if (count == 0 || count > cells * cells) fail(at(off), "COOW entry count " + std::to_string(count) + " out of range");
-    const CooLayout l = coow_layout(count, sizeof(V));
-    if (off + l.bytes > size_) fail(at(off), "COOW node runs past the end of the pool");
+    // At d = 256 every u32 count passes the test above; only the bytes left bound it.
+    const CooLayout64 l = checked_layout(off, room, coow_layout64(count, sizeof(V)), coow_layout(count, sizeof(V)), "COOW");
     const auto* coords = reinterpret_cast<const WideCoord*>(pool_ + off + l.coord_offset);
     std::map<std::pair<std::uint32_t, std::uint32_t>, std::uint32_t> leaves;
     for (std::uint32_t i = 0; i < count; ++i) {
@@ -192,9 +197,24 @@ class Validator {
     return l.bytes;
   }
 
+  // A sparse node's layout from a count read from the pool: sized in 64 bits
+  // (the 32-bit layout wraps for counts near 2^32, and a wrapped size would
+  // pass the bounds check) and checked against the bytes left in the pool.
+  // Once it fits, the 32-bit layout that readers and GPU procedures use must
+  // be the same (it is wherever the node fits a pool; checked, not assumed).
+  CooLayout64 checked_layout(std::uint64_t off, std::uint64_t room, const CooLayout64& l, const CooLayout& l32,
+                             const char* kind) const {
+    if (l.bytes > room)
+      fail(at(off), std::string(kind) + " node of " + std::to_string(l.bytes) + " bytes (" +
+                        std::to_string(l.padded_count) + " padded entries) runs past the end of the pool (" +
+                        std::to_string(room) + " bytes left)");
+    if (!same_layout(l32, l)) fail(at(off), std::string(kind) + " node layout does not fit 32 bits");
+    return l;
+  }
+
   // Every byte of a sparse node after its count that is neither a coordinate
   // nor a value in use is zero, so equal matrices have equal bytes.
-  void check_padding(std::uint64_t off, const CooLayout& l, std::uint32_t count, std::uint32_t coord_bytes,
+  void check_padding(std::uint64_t off, const CooLayout64& l, std::uint32_t count, std::uint32_t coord_bytes,
                      std::uint32_t elem_bytes) const {
     const std::uint64_t coords_end = l.coord_offset + std::uint64_t{count} * coord_bytes;
     const std::uint64_t values_end = l.value_offset + std::uint64_t{count} * elem_bytes;
@@ -219,6 +239,17 @@ class Validator {
     std::sort(spans.begin(), spans.end());
     for (std::size_t i = 1; i < spans.size(); ++i)
       if (spans[i].first < spans[i - 1].second) fail(at(spans[i].first), "overlaps the node before it");
+  }
+
+  // The pool ends where its last node ends (at the header when it has none):
+  // bytes no node references would let equal matrices differ in their bytes
+  // (and in their files) and would hide data behind valid ones.
+  void check_no_trailing_bytes() const {
+    std::uint64_t end = sizeof(PoolHeader);
+    for (const auto& [off, s] : seen_) end = std::max(end, off + s.bytes);
+    if (size_ > end)
+      fail("pool", std::to_string(size_ - end) + " unreferenced bytes after the last node (from offset " +
+                       std::to_string(end) + " to the end, " + std::to_string(size_) + ")");
   }
 
   struct Seen {

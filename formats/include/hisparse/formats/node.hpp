@@ -113,6 +113,46 @@ HISPARSE_HD constexpr CooLayout coow_layout(std::uint32_t count, std::uint32_t e
   return l;
 }
 
+// ---- Layouts in 64 bits, for counts read from an untrusted pool ------------
+// The same formulas as coo_layout and coow_layout without any 32-bit step: a
+// count near 2^32 makes the 32-bit layouts wrap to a small size, so a reader
+// that has not yet bounded the count (the validator) sizes the node with these
+// and checks the result against the bytes left in the pool. Wherever the node
+// fits a pool (bytes <= max_pool_bytes), they equal the 32-bit layouts, which
+// the GPU procedures keep using.
+struct CooLayout64 {
+  std::uint64_t padded_count;
+  std::uint64_t coord_offset;
+  std::uint64_t value_offset;
+  std::uint64_t bytes;
+};
+
+HISPARSE_HD constexpr CooLayout64 sparse_layout64(std::uint64_t x, std::uint64_t coord_offset, std::uint64_t coord_bytes,
+                                                  std::uint64_t count, std::uint64_t elem_bytes) {
+  CooLayout64 l{};
+  l.padded_count = round_up(count, x);
+  l.coord_offset = coord_offset;
+  std::uint64_t value_align = x * elem_bytes < 16u ? x * elem_bytes : 16u;
+  if (value_align < elem_bytes) value_align = elem_bytes;
+  l.value_offset = round_up(coord_offset + coord_bytes * l.padded_count, value_align);
+  l.bytes = round_up(l.value_offset + l.padded_count * elem_bytes, node_alignment);
+  return l;
+}
+
+HISPARSE_HD constexpr CooLayout64 coo_layout64(NodeType t, std::uint64_t count, std::uint64_t elem_bytes) {
+  const std::uint32_t x = coo_width(t);
+  return sparse_layout64(x, x == 4 ? 8u : 4u, sizeof(LocalCoord), count, elem_bytes);
+}
+
+HISPARSE_HD constexpr CooLayout64 coow_layout64(std::uint64_t count, std::uint64_t elem_bytes) {
+  return sparse_layout64(4, 8, sizeof(WideCoord), count, elem_bytes);
+}
+
+HISPARSE_HD constexpr bool same_layout(const CooLayout& a, const CooLayout64& b) {
+  return a.padded_count == b.padded_count && a.coord_offset == b.coord_offset && a.value_offset == b.value_offset &&
+         a.bytes == b.bytes;
+}
+
 // ---- Dense layout ----------------------------------------------------------
 // Inner: d*d child references, row-major, null_ref for an empty block.
 // Leaf:  a d*d occupancy bitmask (bit i of byte i/8 = entry i present), padded
