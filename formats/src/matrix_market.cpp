@@ -17,6 +17,9 @@
 #include <string>
 #include <system_error>
 #include <type_traits>
+#include <utility>
+
+#include <sys/stat.h>
 
 #include "hisparse/formats/atomic_file.hpp"
 #include "hisparse/formats/error.hpp"
@@ -40,18 +43,12 @@ constexpr std::string_view type_name() {
 }
 
 // Messages quote the offending token, but a line of binary garbage must not
-// turn into a megabyte-long exception message.
+// turn into a megabyte-long exception message, nor its bytes into terminal
+// escape sequences: the first 40 bytes are shown, through printable_text.
 std::string quote(std::string_view s) {
   constexpr std::size_t max_shown = 40;
-  std::string out = "'";
-  if (s.size() > max_shown) {
-    out.append(s.substr(0, max_shown));
-    out += "...'";
-  } else {
-    out.append(s);
-    out += '\'';
-  }
-  return out;
+  if (s.size() > max_shown) return "'" + printable_text(s.substr(0, max_shown)) + "...'";
+  return "'" + printable_text(s) + "'";
 }
 
 // Limits are usually powers of two; say so, since "2^48" is what the
@@ -105,20 +102,31 @@ struct FileCloser {
 
 // Lines out of a large buffer refilled by one fread per chunk: per-line
 // stream extraction is what makes naive readers slow. A line longer than the
-// buffer grows it, so no line is ever split.
+// buffer grows it, so no line is ever split; a line longer than
+// limits.max_line_bytes is an error, so the buffer stays bounded whatever the
+// input (/dev/zero has no line end at all).
 class LineReader {
  public:
-  explicit LineReader(const fs::path& file) : name_(file.string()) {
+  LineReader(const fs::path& file, std::size_t max_line)
+      : name_(printable_text(file.string())), max_line_(max_line) {
     file_.reset(std::fopen(file.c_str(), "rb"));
     if (!file_) {
       const int err = errno;
       throw Error(name_ + ": cannot open: " + std::strerror(err));
     }
-    std::error_code ec;
-    const auto size = fs::file_size(file, ec);
-    file_size_ = ec ? 0 : size;
-    // Small files get a small buffer; big ones are read in chunks.
-    capacity_ = std::clamp<std::size_t>(file_size_ + 1, 4096, chunk_size);
+    // The opened file itself, not the path again: the size is only a hint,
+    // and only a regular file has one (a FIFO or a device reports 0).
+    struct stat st {};
+    if (::fstat(::fileno(file_.get()), &st) != 0) {
+      const int err = errno;
+      throw Error(name_ + ": cannot stat: " + std::strerror(err));
+    }
+    if (S_ISDIR(st.st_mode)) throw Error(name_ + ": is a directory, not a Matrix Market file");
+    file_size_ = S_ISREG(st.st_mode) ? static_cast<std::uint64_t>(st.st_size) : 0;
+    // Small files get a small buffer; big ones are read in chunks. A stream
+    // of unknown length starts at a moderate size.
+    const std::uint64_t hint = S_ISREG(st.st_mode) ? file_size_ + 1 : stream_buffer;
+    capacity_ = static_cast<std::size_t>(std::clamp<std::uint64_t>(hint, 4096, chunk_size));
     buf_ = std::make_unique_for_overwrite<char[]>(capacity_);
   }
 
@@ -148,7 +156,8 @@ class LineReader {
   // Where an entry was expected when the file ended.
   [[nodiscard]] std::uint64_t eof_line_number() const { return line_ + 1; }
 
-  // Only a hint for reserving memory, never trusted for correctness.
+  // Only a hint for reserving memory, never trusted for correctness; 0 for
+  // a FIFO or a device, whose length is unknown.
   [[nodiscard]] std::uint64_t bytes_left() const {
     const std::uint64_t done = consumed_ + begin_;
     return file_size_ > done ? file_size_ - done : 0;
@@ -158,22 +167,33 @@ class LineReader {
     throw Error(name_ + ":" + std::to_string(line) + ": " + std::string(message));
   }
   [[noreturn]] void fail(std::string_view message) const { fail_at(line_, message); }
-  [[noreturn]] void fail_limit(std::string_view message) const {
-    throw LimitError(name_ + ":" + std::to_string(line_) + ": " + std::string(message));
+  [[noreturn]] void fail_limit_at(std::uint64_t line, std::string_view message) const {
+    throw LimitError(name_ + ":" + std::to_string(line) + ": " + std::string(message));
   }
+  [[noreturn]] void fail_limit(std::string_view message) const { fail_limit_at(line_, message); }
 
  private:
   static constexpr std::size_t chunk_size = std::size_t{16} << 20;
+  static constexpr std::size_t stream_buffer = std::size_t{1} << 20;
 
   bool finish_line(std::string_view& line) {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     ++line_;
+    if (line.size() > max_line_) line_too_long(line_);
     return true;
   }
 
+  [[noreturn]] void line_too_long(std::uint64_t line) const {
+    fail_limit_at(line, "line longer than the limit of " + std::to_string(max_line_) +
+                            " bytes (is this a Matrix Market file?)");
+  }
+
   void refill() {
-    // Keep the unfinished line: move it to the front, then append.
+    // Keep the unfinished line: move it to the front, then append. Once it
+    // is longer than any valid line (its \r may still be stripped), reading
+    // on could only grow the buffer.
     const std::size_t keep = end_ - begin_;
+    if (keep > max_line_ && keep - max_line_ > 1) line_too_long(line_ + 1);
     if (begin_ != 0) {
       std::memmove(buf_.get(), buf_.get() + begin_, keep);
       consumed_ += begin_;
@@ -181,6 +201,8 @@ class LineReader {
       end_ = keep;
     }
     if (end_ == capacity_) {
+      // Reached only while capacity_ <= max_line_ + 1, so bounded by about
+      // twice the line limit.
       const std::size_t bigger = capacity_ * 2;
       auto grown = std::make_unique_for_overwrite<char[]>(bigger);
       std::memcpy(grown.get(), buf_.get(), end_);
@@ -200,6 +222,7 @@ class LineReader {
   }
 
   std::string name_;
+  std::size_t max_line_;
   std::unique_ptr<std::FILE, FileCloser> file_;
   std::unique_ptr<char[]> buf_;
   std::size_t capacity_ = 0;
@@ -500,10 +523,36 @@ void require_value_type(const LineReader& in, const MmHeader& h) {
   }
 }
 
+// Matrix Market stores the lower triangle of the symmetric kinds (strictly
+// lower for skew-symmetric). An entry above the diagonal is refused rather
+// than mirrored: a file listing both (i, j) and (j, i) would otherwise double
+// the value, silently.
+void check_lower_triangle(const LineReader& in, MmSymmetry symmetry, index_t r, index_t c) {
+  if (symmetry == MmSymmetry::general || c < r) return;
+  const std::string where = "(" + std::to_string(r + 1) + ", " + std::to_string(c + 1) + ")";
+  if (symmetry == MmSymmetry::skew_symmetric) {
+    if (r == c) {
+      // A_ii = -A_ii forces zero, which the format leaves implicit.
+      in.fail("diagonal entry " + where +
+              " in a skew-symmetric file, which stores the strictly lower triangle only "
+              "(row > column)");
+    }
+    in.fail("entry " + where +
+            " above the diagonal in a skew-symmetric file, which stores the strictly lower "
+            "triangle only (row > column)");
+  }
+  if (c > r) {
+    const char* kind = symmetry == MmSymmetry::symmetric ? "symmetric" : "hermitian";
+    in.fail("entry " + where + " above the diagonal in a " + std::string(kind) +
+            " file, which stores the lower triangle only (row >= column)");
+  }
+}
+
 // One stored entry (0-based) and, for the symmetric kinds, its mirror.
 template <class V, class Sink>
 void emit(const LineReader& in, MmSymmetry symmetry, index_t r, index_t c, const V& v,
           Sink& sink) {
+  check_lower_triangle(in, symmetry, r, c);
   switch (symmetry) {
     case MmSymmetry::general:
       sink(r, c, v);
@@ -513,18 +562,9 @@ void emit(const LineReader& in, MmSymmetry symmetry, index_t r, index_t c, const
       if (r != c) sink(c, r, v);
       return;
     case MmSymmetry::skew_symmetric:
-      if (r == c) {
-        // A_ii = -A_ii forces zero; anything else means the file is not what
-        // its banner says.
-        if (v != V(0)) {
-          in.fail("non-zero diagonal entry (" + std::to_string(r + 1) + ", " +
-                  std::to_string(c + 1) + ") in a skew-symmetric matrix");
-        }
-        sink(r, c, v);
-      } else {
-        sink(r, c, v);
-        sink(c, r, V(-v));
-      }
+      // Strictly lower (check_lower_triangle): never on the diagonal.
+      sink(r, c, v);
+      sink(c, r, V(-v));
       return;
     case MmSymmetry::hermitian:
       if constexpr (is_complex_v<V>) {
@@ -701,15 +741,108 @@ void write_comment(OutBuffer& out, std::string_view comment) {
 
 }  // namespace
 
-MmHeader read_matrix_market_header(const fs::path& file, const MmLimits& limits) {
-  LineReader in(file);
-  return parse_header(in, limits);
+std::string printable_text(std::string_view text) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size());
+  auto escape_byte = [&](unsigned char c) {
+    out += "\\x";
+    out += hex[c >> 4];
+    out += hex[c & 15];
+  };
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  const std::size_t n = text.size();
+  auto continuation = [&](std::size_t i, unsigned char lo = 0x80, unsigned char hi = 0xBF) {
+    return i < n && p[i] >= lo && p[i] <= hi;
+  };
+  for (std::size_t i = 0; i < n;) {
+    const unsigned char c = p[i];
+    if (c >= 0x20 && c < 0x7F) {
+      if (c == '\\') out += '\\';
+      out += static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    if (c < 0x80) {  // C0 controls and DEL
+      switch (c) {
+        case '\t': out += "\\t"; break;
+        case '\n': out += "\\n"; break;
+        case '\r': out += "\\r"; break;
+        default: escape_byte(c);
+      }
+      ++i;
+      continue;
+    }
+    // A well-formed UTF-8 sequence (no overlong forms, no surrogates, at
+    // most U+10FFFF) of len bytes, or 0.
+    std::size_t len = 0;
+    if (c >= 0xC2 && c <= 0xDF) {
+      len = continuation(i + 1) ? 2 : 0;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      const unsigned char lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+      len = continuation(i + 1, lo, hi) && continuation(i + 2) ? 3 : 0;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      const unsigned char lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+      len = continuation(i + 1, lo, hi) && continuation(i + 2) && continuation(i + 3) ? 4 : 0;
+    }
+    if (len == 0) {
+      escape_byte(c);
+      ++i;
+      continue;
+    }
+    std::uint32_t cp = len == 2 ? c & 0x1Fu : len == 3 ? c & 0x0Fu : c & 0x07u;
+    for (std::size_t k = 1; k < len; ++k) cp = (cp << 6) | (p[i + k] & 0x3Fu);
+    // C1 controls (U+0080..U+009F; U+009B is a CSI to some terminals) and
+    // the bidirectional overrides, which reorder what the terminal shows.
+    const bool hidden = cp <= 0x9F || (cp >= 0x202A && cp <= 0x202E) ||
+                        (cp >= 0x2066 && cp <= 0x2069);
+    if (hidden) {
+      char buf[16];
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(cp));
+      out += buf;
+    } else {
+      out.append(text.substr(i, len));
+    }
+    i += len;
+  }
+  return out;
+}
+
+struct MmReader::Impl {
+  Impl(const fs::path& file, const MmLimits& l)
+      : in(file, l.max_line_bytes), limits(l), header(parse_header(in, limits)),
+        size_line(in.line_number()) {}
+
+  // The entries can be read once: they are consumed from the file.
+  void start_entries() {
+    if (consumed) throw Error(in.name() + ": the entries have already been read");
+    consumed = true;
+  }
+
+  LineReader in;
+  MmLimits limits;
+  MmHeader header;
+  std::uint64_t size_line;
+  bool consumed = false;
+};
+
+MmReader::MmReader(const fs::path& file, const MmLimits& limits)
+    : impl_(std::make_unique<Impl>(file, limits)) {}
+MmReader::~MmReader() = default;
+MmReader::MmReader(MmReader&&) noexcept = default;
+MmReader& MmReader::operator=(MmReader&&) noexcept = default;
+
+const MmHeader& MmReader::header() const {
+  if (!impl_) throw Error("MmReader: used after being moved from");
+  return impl_->header;
 }
 
 template <class V>
-Coo<V> read_matrix_market(const fs::path& file, const MmLimits& limits) {
-  LineReader in(file);
-  const MmHeader h = parse_header(in, limits);
+Coo<V> MmReader::read_matrix() {
+  if (!impl_) throw Error("MmReader: used after being moved from");
+  impl_->start_entries();
+  LineReader& in = impl_->in;
+  const MmHeader& h = impl_->header;
   require_value_type<V>(in, h);
   Coo<V> out;
   out.rows = h.rows;
@@ -721,28 +854,51 @@ Coo<V> read_matrix_market(const fs::path& file, const MmLimits& limits) {
 }
 
 template <class V>
-std::vector<V> read_vector(const fs::path& file, const MmLimits& limits) {
-  LineReader in(file);
-  const MmHeader h = parse_header(in, limits);
+std::vector<V> MmReader::read_vector(std::optional<std::uint64_t> expected_length) {
+  if (!impl_) throw Error("MmReader: used after being moved from");
+  impl_->start_entries();
+  LineReader& in = impl_->in;
+  const MmHeader& h = impl_->header;
+  const MmLimits& limits = impl_->limits;
+  const std::uint64_t size_line = impl_->size_line;
   require_value_type<V>(in, h);
   if (h.cols != 1) {
-    in.fail("expected a vector (an n x 1 matrix), found " + std::to_string(h.rows) + " x " +
-            std::to_string(h.cols));
+    in.fail_at(size_line, "expected a vector (an n x 1 matrix), found " + std::to_string(h.rows) +
+                              " x " + std::to_string(h.cols));
+  }
+  // Before anything is allocated: a 60-byte file may declare 10^9 elements.
+  if (expected_length && h.rows != *expected_length) {
+    in.fail_at(size_line, "vector of " + std::to_string(h.rows) + " elements, expected " +
+                              std::to_string(*expected_length));
   }
   // A dense vector holds every element, so its length counts as entries.
   if (h.rows > limits.max_entries) {
-    in.fail_limit("a vector of " + std::to_string(h.rows) + " elements exceeds the limit of " +
-                  describe_limit(limits.max_entries) + " entries");
+    in.fail_limit_at(size_line, "a vector of " + std::to_string(h.rows) +
+                                    " elements exceeds the limit of " +
+                                    describe_limit(limits.max_entries) + " entries");
   }
   std::vector<V> out;
   if (h.format == MmFormat::coordinate) {
+    // The entries first, then the dense vector: a truncated or malformed
+    // file fails before its declared length is allocated, and the entries
+    // take memory only as the file actually holds them.
+    std::vector<index_t> index;
+    std::vector<V> value;
+    const std::uint64_t hint = reserve_hint(in, h);
+    index.reserve(hint);
+    value.reserve(hint);
+    auto sink = [&](index_t r, index_t, const V& v) {
+      index.push_back(r);
+      value.push_back(v);
+    };
+    read_entries<V>(in, h, sink);
     try {
       out.assign(h.rows, V(0));
     } catch (const std::bad_alloc&) {
-      in.fail("cannot allocate a vector of " + std::to_string(h.rows) + " elements");
+      in.fail_at(size_line, "cannot allocate a vector of " + std::to_string(h.rows) + " elements");
     }
-    auto sink = [&out](index_t r, index_t, const V& v) { out[r] += v; };
-    read_entries<V>(in, h, sink);
+    // Summed in file order, as the entries came.
+    for (std::size_t k = 0; k < index.size(); ++k) out[index[k]] += value[k];
   } else {
     // Array values arrive in order, so the vector grows with the file
     // instead of trusting the header's size up front. Each element is stored
@@ -758,9 +914,29 @@ std::vector<V> read_vector(const fs::path& file, const MmLimits& limits) {
   return out;
 }
 
+MmHeader read_matrix_market_header(const fs::path& file, const MmLimits& limits) {
+  return MmReader(file, limits).header();
+}
+
+template <class V>
+Coo<V> read_matrix_market(const fs::path& file, const MmLimits& limits) {
+  return MmReader(file, limits).read_matrix<V>();
+}
+
+template <class V>
+std::vector<V> read_vector(const fs::path& file, const MmLimits& limits) {
+  return MmReader(file, limits).read_vector<V>();
+}
+
+template <class V>
+std::vector<V> read_vector(const fs::path& file, std::uint64_t expected_length,
+                           const MmLimits& limits) {
+  return MmReader(file, limits).read_vector<V>(expected_length);
+}
+
 template <class V>
 void write_matrix_market(const fs::path& file, const Coo<V>& m, std::string_view comment) {
-  const std::string name = file.string();
+  const std::string name = printable_text(file.string());
   if (m.row.size() != m.val.size() || m.col.size() != m.val.size()) {
     throw Error(name + ": cannot write: row, col and val have different lengths (" +
                 std::to_string(m.row.size()) + ", " + std::to_string(m.col.size()) + ", " +
@@ -813,6 +989,18 @@ void write_vector(const fs::path& file, std::span<const V> values) {
   });
 }
 
+template Coo<float> MmReader::read_matrix<float>();
+template Coo<double> MmReader::read_matrix<double>();
+template Coo<std::complex<float>> MmReader::read_matrix<std::complex<float>>();
+template Coo<std::complex<double>> MmReader::read_matrix<std::complex<double>>();
+
+template std::vector<float> MmReader::read_vector<float>(std::optional<std::uint64_t>);
+template std::vector<double> MmReader::read_vector<double>(std::optional<std::uint64_t>);
+template std::vector<std::complex<float>> MmReader::read_vector<std::complex<float>>(
+    std::optional<std::uint64_t>);
+template std::vector<std::complex<double>> MmReader::read_vector<std::complex<double>>(
+    std::optional<std::uint64_t>);
+
 template Coo<float> read_matrix_market<float>(const fs::path&, const MmLimits&);
 template Coo<double> read_matrix_market<double>(const fs::path&, const MmLimits&);
 template Coo<std::complex<float>> read_matrix_market<std::complex<float>>(const fs::path&,
@@ -825,6 +1013,15 @@ template std::vector<double> read_vector<double>(const fs::path&, const MmLimits
 template std::vector<std::complex<float>> read_vector<std::complex<float>>(const fs::path&,
                                                                            const MmLimits&);
 template std::vector<std::complex<double>> read_vector<std::complex<double>>(const fs::path&,
+                                                                             const MmLimits&);
+
+template std::vector<float> read_vector<float>(const fs::path&, std::uint64_t, const MmLimits&);
+template std::vector<double> read_vector<double>(const fs::path&, std::uint64_t, const MmLimits&);
+template std::vector<std::complex<float>> read_vector<std::complex<float>>(const fs::path&,
+                                                                           std::uint64_t,
+                                                                           const MmLimits&);
+template std::vector<std::complex<double>> read_vector<std::complex<double>>(const fs::path&,
+                                                                             std::uint64_t,
                                                                              const MmLimits&);
 
 template void write_matrix_market<float>(const fs::path&, const Coo<float>&, std::string_view);

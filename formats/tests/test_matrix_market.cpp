@@ -1,6 +1,8 @@
 // Matrix Market reader and writer: the SuiteSparse files against a naive
 // reference parser, bit-exact round trips, every malformed-input error with
-// its file and line, symmetric expansion, and a throughput measurement.
+// its file and line, symmetric expansion, hostile inputs (FIFOs, endless
+// lines, headers that promise more than the file holds, escape sequences),
+// and a throughput measurement.
 #include "hisparse/formats/matrix_market.hpp"
 
 #include <gtest/gtest.h>
@@ -10,16 +12,23 @@
 #include <chrono>
 #include <cmath>
 #include <complex>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <random>
 #include <sstream>
 #include <string>
 #include <string_view>
-#include <unistd.h>
+#include <thread>
 #include <vector>
+
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "hisparse/formats/error.hpp"
 
@@ -492,11 +501,11 @@ TEST_F(MatrixMarketTest, SymmetricPatternExpansion) {
 TEST_F(MatrixMarketTest, SkewSymmetricExpansion) {
   const fs::path file = dir_.write("k.mtx",
                                    "%%MatrixMarket matrix coordinate integer skew-symmetric\n"
-                                   "3 3 3\n2 1 4\n3 1 -7\n2 2 0\n");
+                                   "3 3 2\n2 1 4\n3 1 -7\n");
   const Coo<double> m = read_matrix_market<double>(file);
-  EXPECT_EQ(m.row, (std::vector<index_t>{1, 0, 2, 0, 1}));
-  EXPECT_EQ(m.col, (std::vector<index_t>{0, 1, 0, 2, 1}));
-  EXPECT_EQ(m.val, (std::vector<double>{4, -4, -7, 7, 0}));
+  EXPECT_EQ(m.row, (std::vector<index_t>{1, 0, 2, 0}));
+  EXPECT_EQ(m.col, (std::vector<index_t>{0, 1, 0, 2}));
+  EXPECT_EQ(m.val, (std::vector<double>{4, -4, -7, 7}));
 }
 
 TEST_F(MatrixMarketTest, HermitianExpansion) {
@@ -589,10 +598,12 @@ TEST_F(MatrixMarketTest, VectorFromCoordinateFile) {
 }
 
 TEST_F(MatrixMarketTest, LongLinesAndFilesBeyondOneBuffer) {
-  // A comment longer than the 16 MiB read chunk forces the buffer to grow;
-  // the entries after it straddle later chunk boundaries.
+  // Comments of exactly the line limit (every other one with CRLF), over
+  // 16 MiB in all: the entries after them straddle read-chunk boundaries.
   std::string content(real_general);
-  content += "%" + std::string((std::size_t{17} << 20), 'x') + "\n";
+  for (int i = 0; i < 17; ++i) {
+    content += "%" + std::string(mm_max_line_bytes - 1, 'x') + (i % 2 == 0 ? "\r\n" : "\n");
+  }
   content += "2 2 2\n1 1 1.25\n2 2 -3\n";
   const fs::path file = dir_.write("long.mtx", content);
   const Coo<double> m = read_matrix_market<double>(file);
@@ -896,9 +907,32 @@ TEST_F(MatrixMarketTest, IntegerNotExactInFloat) {
                [](const fs::path& f) { (void)read_matrix_market<float>(f); });
 }
 
-TEST_F(MatrixMarketTest, SkewSymmetricNonZeroDiagonal) {
+TEST_F(MatrixMarketTest, SkewSymmetricDiagonalEntry) {
+  // The strictly lower triangle only: a diagonal entry is refused, zero too.
   expect_error("%%MatrixMarket matrix coordinate real skew-symmetric\n3 3 2\n2 1 1\n2 2 0.5\n", 4,
-               "non-zero diagonal entry (2, 2) in a skew-symmetric matrix");
+               "diagonal entry (2, 2) in a skew-symmetric file, which stores the strictly lower "
+               "triangle only");
+  expect_error("%%MatrixMarket matrix coordinate integer skew-symmetric\n3 3 2\n2 1 1\n3 3 0\n",
+               4, "diagonal entry (3, 3) in a skew-symmetric file");
+}
+
+// Symmetric kinds store the lower triangle; an upper entry would be mirrored
+// onto a lower one, doubling a value the file also lists.
+TEST_F(MatrixMarketTest, SymmetricEntryAboveDiagonal) {
+  expect_error("%%MatrixMarket matrix coordinate real symmetric\n3 3 3\n1 1 1\n2 1 4\n1 2 4\n", 5,
+               "entry (1, 2) above the diagonal in a symmetric file, which stores the lower "
+               "triangle only (row >= column)");
+  expect_error("%%MatrixMarket matrix coordinate pattern symmetric\n3 3 1\n% c\n2 3\n", 4,
+               "entry (2, 3) above the diagonal in a symmetric file");
+  expect_error("%%MatrixMarket matrix coordinate real skew-symmetric\n3 3 1\n1 3 2\n", 3,
+               "entry (1, 3) above the diagonal in a skew-symmetric file");
+  expect_error("%%MatrixMarket matrix coordinate complex hermitian\n2 2 1\n1 2 1 1\n", 3,
+               "entry (1, 2) above the diagonal in a hermitian file",
+               [](const fs::path& f) { (void)read_matrix_market<cd>(f); });
+  // Vectors too: a 1 x 1 symmetric file is its diagonal.
+  const fs::path one = dir_.write("one.mtx",
+                                  "%%MatrixMarket matrix coordinate real symmetric\n1 1 1\n1 1 3\n");
+  EXPECT_EQ(read_vector<double>(one), (std::vector<double>{3}));
 }
 
 TEST_F(MatrixMarketTest, HermitianDiagonalNotReal) {
@@ -935,6 +969,283 @@ TEST_F(MatrixMarketTest, VectorOfAMatrix) {
   expect_error("%%MatrixMarket matrix array real general\n2 2\n1\n2\n3\n4\n", 2,
                "expected a vector (an n x 1 matrix), found 2 x 2",
                [](const fs::path& f) { (void)read_vector<double>(f); });
+}
+
+// ---------------------------------------------------------------------------
+// Hostile inputs: memory, endless lines, FIFOs, escape sequences
+
+// Sanitizers reserve terabytes of address space, so an address-space cap
+// cannot bound what the reader allocates there; the checks still run.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool can_cap_address_space = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+constexpr bool can_cap_address_space = false;
+#else
+constexpr bool can_cap_address_space = true;
+#endif
+#else
+constexpr bool can_cap_address_space = true;
+#endif
+
+// Runs check in a child process, so that a hang (a FIFO opened a second
+// time) or a huge allocation (a hostile header) fails this test instead of
+// taking the test binary down: the child gets timeout_s seconds and, where
+// it can be capped, extra_bytes of address space beyond what it has. check
+// returns "" when all is well, otherwise what went wrong.
+std::string in_child(const std::function<std::string()>& check, unsigned timeout_s,
+                     std::uint64_t extra_bytes = 0) {
+  int fds[2];
+  if (::pipe(fds) != 0) return "pipe failed";
+  const pid_t pid = ::fork();
+  if (pid < 0) return "fork failed";
+  if (pid == 0) {
+    ::close(fds[0]);
+    ::alarm(timeout_s);
+    std::signal(SIGPIPE, SIG_IGN);  // a FIFO writer whose reader has gone just fails
+    if (extra_bytes != 0 && can_cap_address_space) {
+      long pages = 0;
+      std::ifstream("/proc/self/statm") >> pages;
+      const rlim_t cap = static_cast<rlim_t>(pages) * static_cast<rlim_t>(::sysconf(_SC_PAGESIZE)) +
+                         extra_bytes;
+      const rlimit limit{cap, cap};
+      ::setrlimit(RLIMIT_AS, &limit);
+    }
+    std::string failure;
+    try {
+      failure = check();
+    } catch (const std::bad_alloc&) {
+      failure = "std::bad_alloc: the reader tried to allocate beyond the cap";
+    } catch (const std::exception& e) {
+      failure = std::string("unexpected exception: ") + e.what();
+    }
+    (void)!::write(fds[1], failure.data(), failure.size());
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string failure;
+  char buf[4096];
+  for (;;) {
+    const ::ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n <= 0) break;
+    failure.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (WIFSIGNALED(status)) {
+    return WTERMSIG(status) == SIGALRM ? "timed out after " + std::to_string(timeout_s) + " s"
+                                       : "killed by signal " + std::to_string(WTERMSIG(status));
+  }
+  return failure;
+}
+
+// The error's text from a call in a child process, or a description of
+// what else happened.
+std::string child_error(const std::function<void()>& call, std::uint64_t extra_bytes) {
+  return in_child(
+      [&]() -> std::string {
+        try {
+          call();
+        } catch (const Error& e) {
+          return std::string("error: ") + e.what();
+        }
+        return "no error";
+      },
+      60, extra_bytes);
+}
+
+constexpr std::uint64_t memory_cap = std::uint64_t{512} << 20;
+
+TEST_F(MatrixMarketTest, HeaderClaimingBillionEntriesDoesNotAllocateForThem) {
+  // About 100 bytes that promise 10^9 entries (24 GB as a Coo<double>): the
+  // reserve follows what the file can hold, so the truncation is reported
+  // under a 512 MiB cap.
+  for (const char* symmetry : {"general", "symmetric"}) {
+    const fs::path file = dir_.write(std::string("claim-") + symmetry + ".mtx",
+                                     std::string("%%MatrixMarket matrix coordinate real ") +
+                                         symmetry + "\n1000000 1000000 1000000000\n1 1 1\n");
+    const std::string msg =
+        child_error([&] { (void)read_matrix_market<double>(file); }, memory_cap);
+    EXPECT_TRUE(contains(msg, "error: " + at(file, 4) +
+                                  "unexpected end of file: expected 1000000000 entries, found 1"))
+        << msg;
+  }
+}
+
+TEST_F(MatrixMarketTest, VectorLengthIsCheckedBeforeAllocating) {
+  // 61 bytes declaring 2^30 elements (8 GB of doubles).
+  const fs::path coordinate = dir_.write(
+      "vx.mtx", std::string(real_general) + "1073741824 1 0\n");
+  std::string msg =
+      child_error([&] { (void)read_vector<double>(coordinate, 198); }, memory_cap);
+  EXPECT_TRUE(contains(msg, "error: " + at(coordinate, 2) +
+                                "vector of 1073741824 elements, expected 198"))
+      << msg;
+  msg = child_error([&] { (void)MmReader(coordinate).read_vector<cf>(std::uint64_t{7}); },
+                    memory_cap);
+  EXPECT_TRUE(contains(msg, "vector of 1073741824 elements, expected 7")) << msg;
+  const fs::path array = dir_.write("va.mtx",
+                                    "%%MatrixMarket matrix array real general\n% c\n3 1\n1\n2\n3\n");
+  msg = error_of([&] { (void)read_vector<double>(array, 4); });
+  EXPECT_TRUE(contains(msg, at(array, 3) + "vector of 3 elements, expected 4")) << msg;
+  EXPECT_EQ(read_vector<double>(array, 3), (std::vector<double>{1, 2, 3}));
+
+  // Without an expected length, a truncated coordinate vector fails before
+  // its declared length is allocated.
+  const fs::path truncated = dir_.write(
+      "vt.mtx", std::string(real_general) + "1073741824 1 2\n5 1 1.5\n");
+  msg = child_error([&] { (void)read_vector<double>(truncated); }, memory_cap);
+  EXPECT_TRUE(contains(msg, "error: " + at(truncated, 4) +
+                                "unexpected end of file: expected 2 entries, found 1"))
+      << msg;
+}
+
+TEST_F(MatrixMarketTest, LineLimit) {
+  // Exactly the limit (CRLF or not, last line without a newline too) is
+  // accepted; one byte more is refused with the file and the line.
+  MmLimits limits;
+  limits.max_line_bytes = 64;
+  const std::string at_limit = "%" + std::string(63, 'c');
+  const fs::path ok = dir_.write(
+      "ok.mtx", std::string(real_general) + at_limit + "\r\n" + at_limit + "\n1 1 1\n" +
+                    "1 1 " + std::string(59, '0') + "1");
+  EXPECT_EQ(read_matrix_market<double>(ok, limits).val, (std::vector<double>{1}));
+  const fs::path long_comment =
+      dir_.write("long.mtx", std::string(real_general) + "% c\n" + at_limit + "x\r\n1 1 0\n");
+  try {
+    (void)read_matrix_market<double>(long_comment, limits);
+    ADD_FAILURE() << "expected LimitError";
+  } catch (const LimitError& e) {
+    EXPECT_TRUE(contains(e.what(), at(long_comment, 3) +
+                                       "line longer than the limit of 64 bytes"))
+        << e.what();
+  }
+  const fs::path last = dir_.write("last.mtx", std::string(real_general) + "1 1 1\n" +
+                                                   "1 1 " + std::string(61, '0'));
+  std::string msg = error_of([&] { (void)read_matrix_market<double>(last, limits); });
+  EXPECT_TRUE(contains(msg, at(last, 3) + "line longer than the limit of 64 bytes")) << msg;
+  // The default: 1 MiB.
+  const fs::path big = dir_.write(
+      "big.mtx", std::string(real_general) + "%" + std::string(mm_max_line_bytes, 'x') + "\n");
+  msg = error_of([&] { (void)read_matrix_market_header(big); });
+  EXPECT_TRUE(contains(msg, at(big, 2) + "line longer than the limit of 1048576 bytes")) << msg;
+}
+
+TEST_F(MatrixMarketTest, DevZeroEndsAtTheLineLimit) {
+  // No line end at all: without a line limit the buffer doubled until
+  // std::bad_alloc, which named no file.
+  if (!fs::exists("/dev/zero")) GTEST_SKIP() << "no /dev/zero";
+  const std::string msg =
+      child_error([] { (void)read_matrix_market<double>("/dev/zero"); }, memory_cap);
+  EXPECT_TRUE(contains(msg, "error: /dev/zero:1: line longer than the limit of 1048576 bytes"))
+      << msg;
+}
+
+TEST_F(MatrixMarketTest, DirectoryIsRefused) {
+  const std::string msg = error_of([&] { (void)read_matrix_market<double>(dir_.path()); });
+  EXPECT_TRUE(contains(msg, dir_.path().string() + ": is a directory")) << msg;
+}
+
+// A FIFO can be read only once: the reader opens it once, takes the header,
+// and goes on with the entries in the type the header chose. Its first line
+// is a comment of the full line limit with CRLF, longer than the buffer a
+// stream starts with, so the buffer has to grow.
+TEST_F(MatrixMarketTest, FifoIsReadOnce) {
+  const fs::path fifo = dir_.path() / "pipe.mtx";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  const std::string content = "%%MatrixMarket matrix coordinate complex general\n%" +
+                              std::string(mm_max_line_bytes - 1, 'c') + "\r\n" +
+                              "3 2 2\n1 1 1 -1\n3 2 0.5 2\n";
+  const std::string failure = in_child(
+      [&]() -> std::string {
+        std::thread writer([&] { std::ofstream(fifo, std::ios::binary) << content; });
+        std::string problem;
+        try {
+          MmReader in(fifo);
+          if (in.header().field != MmField::complex) problem = "wrong field";
+          const Coo<cd> m = in.read_matrix<cd>();
+          if (m.rows != 3 || m.cols != 2 || m.row != std::vector<index_t>{0, 2} ||
+              m.val != std::vector<cd>{{1, -1}, {0.5, 2}}) {
+            problem = "wrong matrix";
+          }
+          const std::string again = error_of([&] { (void)in.read_matrix<cd>(); });
+          if (!contains(again, "already been read")) problem = "second read: " + again;
+        } catch (const Error& e) {
+          problem = e.what();
+        }
+        writer.join();
+        return problem;
+      },
+      30);
+  EXPECT_EQ(failure, "");
+
+  // A vector through a FIFO.
+  const std::string vector_failure = in_child(
+      [&]() -> std::string {
+        std::thread writer([&] {
+          std::ofstream(fifo, std::ios::binary)
+              << "%%MatrixMarket matrix array real general\n3 1\n1\n-2\n0.5\n";
+        });
+        std::string problem;
+        try {
+          if (read_vector<double>(fifo, 3) != std::vector<double>{1, -2, 0.5}) problem = "wrong";
+        } catch (const Error& e) {
+          problem = e.what();
+        }
+        writer.join();
+        return problem;
+      },
+      30);
+  EXPECT_EQ(vector_failure, "");
+}
+
+TEST(MatrixMarketPrintable, EscapesWhatATerminalWouldInterpret) {
+  EXPECT_EQ(printable_text("plain text 1.5e3 %%"), "plain text 1.5e3 %%");
+  EXPECT_EQ(printable_text("\x1b[31mred"), "\\x1b[31mred");
+  EXPECT_EQ(printable_text(std::string_view("a\0b", 3)), "a\\x00b");
+  EXPECT_EQ(printable_text("tab\there\r\n\x7f"), "tab\\there\\r\\n\\x7f");
+  EXPECT_EQ(printable_text("back\\slash"), "back\\\\slash");
+  EXPECT_EQ(printable_text("gr\xc3\xb6\xc3\x9f" "e \xe2\x82\xac \xf0\x9f\x98\x80"),
+            "gr\xc3\xb6\xc3\x9f" "e \xe2\x82\xac \xf0\x9f\x98\x80");  // UTF-8 stays
+  EXPECT_EQ(printable_text("\xc2\x9b" "2J"), "\\u009b2J");             // C1 CSI
+  EXPECT_EQ(printable_text("abc\xe2\x80\xae" "def"), "abc\\u202edef");  // right-to-left override
+  EXPECT_EQ(printable_text("\xff\xfe\x9b"), "\\xff\\xfe\\x9b");         // not UTF-8
+  EXPECT_EQ(printable_text("\xc3"), "\\xc3");                          // truncated sequence
+  EXPECT_EQ(printable_text("\xc0\xaf"), "\\xc0\\xaf");                  // overlong '/'
+  EXPECT_EQ(printable_text("\xed\xa0\x80"), "\\xed\\xa0\\x80");          // a surrogate
+}
+
+TEST_F(MatrixMarketTest, MessagesEscapeInputText) {
+  // Tokens, banner words and the file name: no control byte of the input
+  // reaches the message.
+  auto no_raw_controls = [](const std::string& msg) {
+    return std::none_of(msg.begin(), msg.end(),
+                        [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+  };
+  expect_error("%%MatrixMarket matrix coordinate real \x1b[2Jgeneral\n1 1 0\n", 1,
+               "unknown symmetry '\\x1b[2Jgeneral'");
+  expect_error("%%MatrixMarket\x1b]0;title\x07 matrix coordinate real general\n1 1 0\n", 1,
+               "unknown banner '%%MatrixMarket\\x1b]0;title\\x07'");
+  expect_error(std::string(real_general) + "2 2 1\n1 1 1\x1b[31m\n", 3,
+               "invalid value '1\\x1b[31m'");
+  expect_error(std::string(real_general) + "2 2 1\n1\x1b 1 1\n", 3, "row index '1\\x1b'");
+  const fs::path named = dir_.write("ctl\x1b[2J\x07.mtx", std::string(real_general) + "1 1 1\n1 1 x\n");
+  const std::string msg = error_of([&] { (void)read_matrix_market<double>(named); });
+  EXPECT_TRUE(contains(msg, "ctl\\x1b[2J\\x07.mtx:3: invalid value 'x'")) << msg;
+  EXPECT_TRUE(no_raw_controls(msg)) << msg;
+  const std::string open_msg =
+      error_of([&] { (void)read_matrix_market<double>(dir_.path() / "gone\x1b.mtx"); });
+  EXPECT_TRUE(contains(open_msg, "gone\\x1b.mtx: cannot open")) << open_msg;
+  EXPECT_TRUE(no_raw_controls(open_msg)) << open_msg;
+  Coo<double> bad;
+  bad.rows = 1;
+  bad.cols = 1;
+  bad.push(1, 0, 1.0);
+  const std::string write_msg =
+      error_of([&] { write_matrix_market(dir_.path() / "out\x1b.mtx", bad); });
+  EXPECT_TRUE(contains(write_msg, "out\\x1b.mtx: cannot write")) << write_msg;
 }
 
 // Random corruptions of small valid files: whatever the damage, the reader

@@ -8,6 +8,8 @@ import random
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import unittest
 
 EXE = None
@@ -19,6 +21,46 @@ def run(*args, ok=True):
     if ok and p.returncode != 0:
         raise AssertionError(f"hisparse {' '.join(map(str, args))} failed ({p.returncode}):\n{p.stderr}")
     return p
+
+
+def run_measured(*args, timeout=60):
+    """Runs hisparse; returns (returncode, stderr, peak resident memory in MiB, seconds)."""
+    start = time.monotonic()
+    p = subprocess.Popen([EXE, *map(str, args)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    timer = threading.Timer(timeout, p.kill)
+    timer.start()
+    try:
+        err = p.stderr.read()
+        _, status, usage = os.wait4(p.pid, 0)
+    finally:
+        timer.cancel()
+        p.stderr.close()
+    p.returncode = os.waitstatus_to_exitcode(status)
+    return p.returncode, err.decode("utf-8", "replace"), usage.ru_maxrss / 1024, time.monotonic() - start
+
+
+def feed_fifo(path, data, deadline=30):
+    """Writes data into the FIFO path once a reader has opened it (in a thread);
+    gives up after deadline seconds, so a command that never reads cannot hang the test."""
+    def writer():
+        end = time.monotonic() + deadline
+        while time.monotonic() < end:
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:  # ENXIO: no reader yet
+                time.sleep(0.01)
+                continue
+            os.set_blocking(fd, True)
+            try:
+                os.write(fd, data)
+            except BrokenPipeError:
+                pass
+            finally:
+                os.close(fd)
+            return
+    t = threading.Thread(target=writer, daemon=True)
+    t.start()
+    return t
 
 
 def read_mtx(path):
@@ -338,6 +380,167 @@ class Cli(unittest.TestCase):
         self.assertEqual(p.returncode, 1)
         self.assertIn("x.mtx", p.stderr)
         self.assertFalse(os.path.exists(self.path("y.mtx")))
+
+    def test_vector_length_checked_before_allocating(self):
+        """A 61-byte vector file declaring 2^30 entries is refused from its size line
+        (op(A)'s dimension is passed to the reader), for --x and --y alike: no 8 GB, no 23 s."""
+        jazz = os.path.join(MATRICES, "jazz.mtx")
+        with open(self.path("huge.mtx"), "w") as f:
+            f.write("%%MatrixMarket matrix coordinate real general\n1073741824 1 0\n")
+        self.assertEqual(os.path.getsize(self.path("huge.mtx")), 61)
+        write_vec(self.path("x.mtx"), [1.0] * 198)
+        for args in (["--x", self.path("huge.mtx")],
+                     ["--x", self.path("x.mtx"), "--beta", "2", "--y", self.path("huge.mtx")]):
+            rc, err, rss_mib, seconds = run_measured("spmv", jazz, *args, "--out", self.path("y.mtx"),
+                                                     "--device", "host")
+            self.assertEqual(rc, 1, err)
+            self.assertIn("huge.mtx:2: vector of 1073741824 elements, expected 198", err)
+            self.assertLess(rss_mib, 300, err)
+            self.assertLess(seconds, 20)
+            self.assertFalse(os.path.exists(self.path("y.mtx")))
+        # The transpose's dimensions: lp_e226 is 223 x 472.
+        write_vec(self.path("x223.mtx"), [1.0] * 223)
+        p = run("spmv", os.path.join(MATRICES, "lp_e226.mtx"), "--x", self.path("x223.mtx"), "--out",
+                self.path("y.mtx"), "--device", "host", ok=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("x223.mtx:2: vector of 223 elements, expected 472", p.stderr)
+        run("spmv", os.path.join(MATRICES, "lp_e226.mtx"), "--x", self.path("x223.mtx"), "--out",
+            self.path("y.mtx"), "--device", "host", "--transpose")
+
+    def test_matrix_header_claiming_more_than_the_file_holds(self):
+        """About 100 bytes that promise 10^9 entries: a quick, small failure with file and line."""
+        with open(self.path("claim.mtx"), "w") as f:
+            f.write("%%MatrixMarket matrix coordinate real symmetric\n1000000 1000000 1000000000\n1 1 1\n")
+        rc, err, rss_mib, seconds = run_measured("info", self.path("claim.mtx"))
+        self.assertEqual(rc, 1, err)
+        self.assertIn("claim.mtx:4: unexpected end of file: expected 1000000000 entries, found 1", err)
+        self.assertLess(rss_mib, 300)
+        self.assertLess(seconds, 20)
+
+    def test_line_length_is_bounded(self):
+        """/dev/zero named .mtx has no line end: refused at the 1 MiB line limit, with file and line."""
+        if os.path.exists("/dev/zero"):
+            os.symlink("/dev/zero", self.path("zero.mtx"))
+            rc, err, rss_mib, seconds = run_measured("info", self.path("zero.mtx"))
+            self.assertEqual(rc, 1, err)
+            self.assertIn("zero.mtx:1: line longer than the limit of 1048576 bytes", err)
+            self.assertLess(rss_mib, 300)
+            self.assertLess(seconds, 20)
+        with open(self.path("long.mtx"), "w") as f:
+            f.write("%%MatrixMarket matrix coordinate real general\n% fine\n%" + "x" * (1 << 20) + "\n1 1 0\n")
+        p = run("info", self.path("long.mtx"), ok=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("long.mtx:3: line longer than the limit of 1048576 bytes", p.stderr)
+
+    def test_fifo_inputs_are_read_once(self):
+        """A FIFO named .mtx (matrix or vector) is read in one pass: the command finishes."""
+        matrix = b"%%MatrixMarket matrix coordinate real general\n% via a FIFO\n3 2 3\n1 1 1.5\n3 2 -2\n2 1 4\n"
+        os.mkfifo(self.path("a.mtx"))
+        writer = feed_fifo(self.path("a.mtx"), matrix)
+        p = subprocess.run([EXE, "info", self.path("a.mtx"), "--json"], capture_output=True, text=True, timeout=60)
+        writer.join()
+        self.assertEqual(p.returncode, 0, p.stderr)
+        j = json.loads(p.stdout)
+        self.assertEqual((j["rows"], j["cols"], j["nnz"]), (3, 2, 3))
+        # Matrix and vectors all through FIFOs.
+        with open(self.path("a.txt"), "wb") as f:
+            f.write(matrix)
+        os.mkfifo(self.path("x.mtx"))
+        os.mkfifo(self.path("y0.mtx"))
+        writers = [feed_fifo(self.path("a.mtx"), matrix),
+                   feed_fifo(self.path("x.mtx"), b"%%MatrixMarket matrix array real general\n2 1\n1\n10\n"),
+                   feed_fifo(self.path("y0.mtx"), b"%%MatrixMarket matrix coordinate real general\n3 1 1\n2 1 1\n")]
+        p = subprocess.run([EXE, "spmv", self.path("a.mtx"), "--x", self.path("x.mtx"), "--beta", "0.5", "--y",
+                            self.path("y0.mtx"), "--out", self.path("y.mtx"), "--device", "host"],
+                           capture_output=True, text=True, timeout=60)
+        for w in writers:
+            w.join()
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(read_mtx(self.path("y.mtx")), [1.5, 4.5, -20.0])
+
+    def test_symmetric_entries_above_the_diagonal_are_refused(self):
+        """Matrix Market stores the lower triangle: listing (1, 2) and (2, 1) would double the value."""
+        with open(self.path("both.mtx"), "w") as f:
+            f.write("%%MatrixMarket matrix coordinate real symmetric\n2 2 3\n1 1 4\n2 1 1\n1 2 1\n")
+        p = run("info", self.path("both.mtx"), ok=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("both.mtx:5: entry (1, 2) above the diagonal in a symmetric file", p.stderr)
+        with open(self.path("skew.mtx"), "w") as f:
+            f.write("%%MatrixMarket matrix coordinate real skew-symmetric\n2 2 2\n2 1 1\n1 1 0\n")
+        p = run("convert", self.path("skew.mtx"), self.path("skew.hsp"), ok=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("skew.mtx:4: diagonal entry (1, 1) in a skew-symmetric file", p.stderr)
+        self.assertFalse(os.path.exists(self.path("skew.hsp")))
+
+    def test_alpha_beta_range_follows_the_precision(self):
+        """--alpha/--beta beyond the value type's range are usage errors, not inf: 1e400
+        for any precision, 1e39 for f32 and c64, whether asked for or an .hsp file's own."""
+        jazz = os.path.join(MATRICES, "jazz.mtx")
+        write_vec(self.path("x.mtx"), [1.0] * 198)
+        run("convert", jazz, self.path("j32.hsp"), "--precision", "f32")
+        spmv = ["spmv", jazz, "--x", self.path("x.mtx"), "--out", self.path("y.mtx"), "--device", "host"]
+        add = ["add", jazz, jazz, self.path("c.mtx"), "--device", "host"]
+        cases = [
+            (spmv, ["--alpha", "1e400"], "--alpha"),
+            (spmv, ["--beta", "-1e400", "--y", self.path("x.mtx")], "--beta"),
+            (spmv, ["--alpha", "1e39", "--precision", "f32"], "--alpha"),
+            (spmv, ["--alpha", "-1e39", "--precision", "c64"], "--alpha"),
+            (spmv, ["--beta", "1e39", "--y", self.path("x.mtx"), "--precision", "f32"], "--beta"),
+            (add, ["--alpha", "1e400"], "--alpha"),
+            (add, ["--beta", "1e39", "--precision", "f32"], "--beta"),
+            (["spmv", self.path("j32.hsp"), *spmv[2:]], ["--alpha", "1e39"], "--alpha"),
+            (["add", self.path("j32.hsp"), jazz, self.path("c.mtx"), "--device", "host"], ["--beta", "1e39"], "--beta"),
+        ]
+        for cmd, opts, name in cases:
+            p = run(*cmd, *opts, ok=False)
+            self.assertEqual(p.returncode, 2, f"{cmd[0]} {opts}: {p.stderr}")
+            self.assertIn(name, p.stderr)
+            self.assertIn("out of the range of", p.stderr)
+            self.assertFalse(os.path.exists(self.path("y.mtx")))
+            self.assertFalse(os.path.exists(self.path("c.mtx")))
+        # In range for the precision used: accepted (1e39 is an ordinary f64).
+        run(*spmv, "--alpha", "1e39")
+        y = read_mtx(self.path("y.mtx"))
+        self.assertTrue(all(abs(v) < float("inf") for v in y) and max(y) >= 1e39, y[:5])
+        run(*spmv, "--alpha", "3e38", "--precision", "f32")
+        run(*add, "--beta", "1e-400", "--precision", "f32")
+
+    def test_messages_escape_control_bytes(self):
+        """Input text quoted in a message (tokens, banner words, file names) shows
+        control bytes escaped, so an escape sequence never reaches the terminal."""
+        with open(self.path("esc.mtx"), "wb") as f:
+            f.write(b"%%MatrixMarket matrix coordinate real \x1b[2Jgeneral\n1 1 0\n")
+        p = run("info", self.path("esc.mtx"), ok=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("esc.mtx:1: unknown symmetry '\\x1b[2Jgeneral'", p.stderr)
+        self.assertNotIn("\x1b", p.stderr)
+        name = self.path("bad\x1b]0;pwned\x07.mtx")
+        with open(name, "w") as f:
+            f.write("%%MatrixMarket matrix coordinate real general\n1 1 1\n1 1 \x1b[31m\n")
+        p = run("info", name, ok=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("bad\\x1b]0;pwned\\x07.mtx:3: invalid value '\\x1b[31m'", p.stderr)
+        self.assertNotIn("\x1b", p.stderr)
+        self.assertNotIn("\x07", p.stderr)
+        p = run("info", self.path("bad\x1b[2J.txt"), ok=False)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("bad\\x1b[2J.txt", p.stderr)
+        self.assertNotIn("\x1b", p.stderr)
+        p = run("info", os.path.join(MATRICES, "jazz.mtx"), "--precision", "\x1b[5m", ok=False)
+        self.assertEqual(p.returncode, 2)
+        self.assertNotIn("\x1b", p.stderr)
+        write_vec(self.path("x.mtx"), [1.0] * 198)
+        p = run("spmv", os.path.join(MATRICES, "jazz.mtx"), "--x", self.path("x.mtx"), "--out", self.path("y.mtx"),
+                "--alpha", "\x1b[5m", ok=False)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("'\\x1b[5m' is not a number", p.stderr)
+        self.assertNotIn("\x1b", p.stderr)
+        # info's text output names the file, escaped too.
+        with open(self.path("ok\x1b[1m.mtx"), "w") as f:
+            f.write("%%MatrixMarket matrix coordinate real general\n1 1 1\n1 1 2\n")
+        p = run("info", self.path("ok\x1b[1m.mtx"))
+        self.assertIn("ok\\x1b[1m.mtx: 1 x 1", p.stdout)
+        self.assertNotIn("\x1b", p.stdout)
 
     def test_output_is_atomic(self):
         target = self.path("keep.hsp")

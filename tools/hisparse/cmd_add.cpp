@@ -37,6 +37,10 @@ void add_add_command(CLI::App& app) {
     check_extension(opt->out, "output file");
     const Device device = resolve_device(opt->device);
     const auto precision = opt->precision ? std::optional(parse_precision(*opt->precision)) : std::nullopt;
+    if (precision) {  // usage errors before anything is read; checked again for A's own type below
+      check_number_range(opt->alpha, *precision, "--alpha");
+      check_number_range(opt->beta, *precision, "--beta");
+    }
     const AnyMatrix a = load_matrix(opt->a, std::nullopt, precision, opt->wide.choice());
     // B follows A's precision and node size.
     const Precision pa = std::visit([](const auto& m) { return precision_of<typename std::decay_t<decltype(m)>::value_type>(); }, a);
@@ -46,10 +50,11 @@ void add_add_command(CLI::App& app) {
     const AnyMatrix c = std::visit(
         [&](const auto& ma) -> AnyMatrix {
           using V = typename std::decay_t<decltype(ma)>::value_type;
+          // In the precision actually used: 1e39 is out of range for f32.
+          const V alpha = number_as<V>(opt->alpha, "--alpha"), beta = number_as<V>(opt->beta, "--beta");
           Matrix<V> x = opt->ta ? ma.transpose() : ma;
           Matrix<V> y = std::get<Matrix<V>>(b);
           if (opt->tb) y = y.transpose();
-          const V alpha = static_cast<V>(opt->alpha), beta = static_cast<V>(opt->beta);
           if constexpr (std::is_same_v<V, float> || std::is_same_v<V, double>) {
             if (device == Device::gpu) return gpu_add<V>(x, y, alpha, beta);
           } else {

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "hisparse/formats/matrix_market.hpp"
 #include "hisparse/formats/stats.hpp"
 #include "matrix_io.hpp"
 
@@ -37,7 +38,8 @@ nlohmann::ordered_json stats_json(const MatrixStats& s) {
 }
 
 void print_text(const std::string& file, const MatrixStats& s) {
-  std::printf("%s: %llu x %llu, %llu entries, %s, node size %u, depth %u\n", file.c_str(),
+  // The name as given may hold control characters; they are shown escaped.
+  std::printf("%s: %llu x %llu, %llu entries, %s, node size %u, depth %u\n", printable_text(file).c_str(),
               static_cast<unsigned long long>(s.rows), static_cast<unsigned long long>(s.cols),
               static_cast<unsigned long long>(s.nnz), value_type_name(s.value_type), s.node_size, s.depth);
   std::printf("nodes: %llu inner, %llu leaf (%llu dense, %llu COO1, %llu COO2, %llu COO4), %llu COOW\n",

@@ -23,19 +23,15 @@ struct SpmvOptions {
 
 template <class V>
 void run(const SpmvOptions& o, Matrix<V> a) {
+  // In the precision actually used (an .hsp file's own, when not asked):
+  // 1e39 is out of range for f32, before any vector is read.
+  const V alpha = number_as<V>(o.alpha, "--alpha"), beta = number_as<V>(o.beta, "--beta");
   if (o.transpose) a = a.transpose();
-  const std::vector<V> x = read_vector<V>(o.x);
-  if (x.size() != a.cols())
-    throw Error(o.x + ": x has " + std::to_string(x.size()) + " entries but op(A) has " + std::to_string(a.cols()) +
-                " columns");
+  // The reader checks each declared length against op(A) before allocating:
+  // a 60-byte file may declare 10^9 elements.
+  const std::vector<V> x = read_vector<V>(o.x, a.cols());
   std::vector<V> y(a.rows(), V(0));
-  if (o.beta != 0.0) {
-    y = read_vector<V>(o.y0);
-    if (y.size() != a.rows())
-      throw Error(o.y0 + ": y has " + std::to_string(y.size()) + " entries but op(A) has " + std::to_string(a.rows()) +
-                  " rows");
-  }
-  const auto alpha = static_cast<V>(o.alpha), beta = static_cast<V>(o.beta);
+  if (o.beta != 0.0) y = read_vector<V>(o.y0, a.rows());
   if constexpr (is_complex_v<V>) {
     // The GPU procedures are built for f32 and f64; complex runs the reference.
     if (o.device == "gpu") throw Error("spmv: --device gpu handles f32 and f64; complex matrices run on the host");
@@ -66,9 +62,13 @@ void add_spmv_command(CLI::App& app) {
     if (opt->beta != 0.0 && opt->y0.empty()) throw UsageError("--beta other than 0 needs --y Y0.mtx");
     // y is written as Matrix Market text: a name that promises another format is refused.
     if (std::filesystem::path(opt->out).extension() != ".mtx")
-      throw UsageError("--out '" + opt->out + "' must end in .mtx: the vector y is written as Matrix Market");
+      throw UsageError("--out '" + printable_text(opt->out) + "' must end in .mtx: the vector y is written as Matrix Market");
     resolve_device(opt->device);  // usage errors before any file is read
     const auto precision = opt->precision ? std::optional(parse_precision(*opt->precision)) : std::nullopt;
+    if (precision) {  // usage errors before the matrix is read; run checks again for the file's own type
+      check_number_range(opt->alpha, *precision, "--alpha");
+      check_number_range(opt->beta, *precision, "--beta");
+    }
     std::visit([&](auto a) { run(*opt, std::move(a)); }, load_matrix(opt->matrix, std::nullopt, precision, opt->wide.choice()));
   });
 }

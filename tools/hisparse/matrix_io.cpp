@@ -1,5 +1,10 @@
 #include "matrix_io.hpp"
 
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+
 #include "hisparse/formats/builder.hpp"
 #include "hisparse/formats/hsp_file.hpp"
 #include "hisparse/formats/matrix_market.hpp"
@@ -25,7 +30,7 @@ Coo<To> convert_values(Coo<From>&& in) {
 void check_extension(const std::filesystem::path& file, const char* what) {
   const auto ext = file.extension();
   if (ext != ".mtx" && ext != ".hsp")
-    throw UsageError(std::string(what) + " '" + file.string() + "' must end in .mtx or .hsp");
+    throw UsageError(std::string(what) + " '" + printable_text(file.string()) + "' must end in .mtx or .hsp");
 }
 
 CLI::Validator node_size_validator() {
@@ -35,7 +40,7 @@ CLI::Validator node_size_validator() {
           checked_log2_node_size(static_cast<std::uint32_t>(std::stoul(s)));
           return {};
         } catch (const std::exception&) {
-          return "node size must be a power of two in [2, 256], not '" + s + "'";
+          return "node size must be a power of two in [2, 256], not '" + printable_text(s) + "'";
         }
       },
       "POW2 in [2,256]");
@@ -53,7 +58,35 @@ void add_wide_nodes_flags(CLI::App* sub, WideNodesFlags& flags, bool hsp_input, 
 
 CLI::Validator number_validator() {
   return CLI::Validator(
-      [](std::string& s) { return s.empty() ? std::string("an empty value is not a number") : std::string(); }, "NUMBER");
+      [](std::string& s) -> std::string {
+        if (s.empty()) return "an empty value is not a number";
+        // CLI11 converts through strtold and then to double: the same parse
+        // here, so that what overflows is what CLI11 would turn into inf.
+        errno = 0;
+        char* end = nullptr;
+        const long double v = std::strtold(s.c_str(), &end);
+        // Said here rather than by CLI11, whose message would echo the raw text.
+        if (end != s.c_str() + s.size()) return "'" + printable_text(s) + "' is not a number";
+        // Beyond DBL_MAX plus half an ulp, rounding gives infinity.
+        const long double limit = std::ldexp(1.0L, 1024) - std::ldexp(1.0L, 970);
+        const bool overflow = std::isinf(v) ? errno == ERANGE : std::fabs(v) >= limit;
+        if (overflow) return "'" + printable_text(s) + "' is out of the range of f64";
+        return {};
+      },
+      "NUMBER");
+}
+
+void check_number_range(double value, Precision p, const std::string& option) {
+  if (p != Precision::f32 && p != Precision::c64) return;  // f64 is checked by number_validator
+  // FLT_MAX plus half an ulp: from there on, the conversion gives infinity
+  // (a spelled-out inf or nan is a value, not an overflow).
+  const double limit = std::ldexp(1.0, 128) - std::ldexp(1.0, 103);
+  if (std::isfinite(value) && std::fabs(value) >= limit) {
+    char text[32];
+    const auto [ptr, ec] = std::to_chars(text, text + sizeof text, value);
+    throw UsageError(option + " " + std::string(text, ptr) + " is out of the range of " +
+                     (p == Precision::f32 ? "f32" : "c64") + " (largest finite value 3.4028235e+38)");
+  }
 }
 
 Precision parse_precision(const std::string& s) {
@@ -61,7 +94,7 @@ Precision parse_precision(const std::string& s) {
   if (s == "f64") return Precision::f64;
   if (s == "c64") return Precision::c64;
   if (s == "c128") return Precision::c128;
-  throw UsageError("--precision must be f32, f64, c64 or c128, not '" + s + "'");
+  throw UsageError("--precision must be f32, f64, c64 or c128, not '" + printable_text(s) + "'");
 }
 
 namespace {
@@ -120,20 +153,23 @@ AnyMatrix load_matrix(const std::filesystem::path& file, std::optional<std::uint
         return as_precision(mm, precision.value_or(precision_of<V>()), node_size.value_or(mm.node_size()),
                             wide_nodes);
       } catch (const Error& e) {
-        throw Error(file.string() + ": " + e.what());
+        throw Error(printable_text(file.string()) + ": " + e.what());
       }
     }, m);
   }
   BuildOptions d{node_size.value_or(default_node_size)};
   if (wide_nodes) d.wide_nodes = *wide_nodes;
-  const bool complex_file = read_matrix_market_header(file).field == MmField::complex;
+  // One open, one pass: the header picks the default precision, then the
+  // same reader goes on with the entries (a FIFO cannot be read twice).
+  MmReader in(file);
+  const bool complex_file = in.header().field == MmField::complex;
   switch (precision.value_or(complex_file ? Precision::c128 : Precision::f64)) {
-    case Precision::f32: return build_matrix(read_matrix_market<float>(file), d);
-    case Precision::f64: return build_matrix(read_matrix_market<double>(file), d);
-    case Precision::c64: return build_matrix(read_matrix_market<std::complex<float>>(file), d);
+    case Precision::f32: return build_matrix(in.read_matrix<float>(), d);
+    case Precision::f64: return build_matrix(in.read_matrix<double>(), d);
+    case Precision::c64: return build_matrix(in.read_matrix<std::complex<float>>(), d);
     case Precision::c128: break;
   }
-  return build_matrix(read_matrix_market<std::complex<double>>(file), d);
+  return build_matrix(in.read_matrix<std::complex<double>>(), d);
 }
 
 void save_matrix(const std::filesystem::path& file, const AnyMatrix& m) {

@@ -56,8 +56,21 @@ void check_extension(const std::filesystem::path& file, const char* what);
 CLI::Validator node_size_validator();
 
 // CLI11 check for a number option (--alpha, --beta): an empty value is a
-// usage error (exit 2), not 0, which CLI11 would make of it.
+// usage error (exit 2), not 0, which CLI11 would make of it; so is a value
+// beyond the range of f64 (1e400), which CLI11 would make infinity. "inf"
+// and "nan" spelled out are values, as in Matrix Market files. The value is
+// quoted escaped (printable_text) in the message.
 CLI::Validator number_validator();
+
+// A number option's value in the precision actually used: a value that the
+// value type cannot hold (1e39 for f32 and c64) is a UsageError, not
+// infinity. Values that underflow round to a subnormal or zero.
+void check_number_range(double value, Precision p, const std::string& option);
+template <class V>
+V number_as(double value, const std::string& option) {
+  check_number_range(value, precision_of<V>(), option);
+  return static_cast<V>(value);
+}
 
 // --no-wide-nodes (the standard format, without COOW nodes) and --wide-nodes
 // (COOW nodes, the default; with hsp_input, it also rebuilds an .hsp input of

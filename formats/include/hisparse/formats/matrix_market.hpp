@@ -8,7 +8,11 @@
 //     symmetry (general, symmetric, skew-symmetric, hermitian); array (dense)
 //     files too. Symmetric kinds are expanded to the full matrix: every
 //     off-diagonal entry is followed by its mirror (negated for
-//     skew-symmetric, conjugated for hermitian). Either triangle is accepted.
+//     skew-symmetric, conjugated for hermitian).
+//   * Symmetric, skew-symmetric and hermitian files store the lower triangle
+//     only, as the format defines: an entry above the diagonal is an error
+//     (mirroring it would double a value the file also lists below), and so
+//     is any diagonal entry of a skew-symmetric file, zero included.
 //   * Entries come back in file order. Duplicates and explicit zeros are kept:
 //     the consumer decides (the builder sums duplicates).
 //   * pattern entries read as 1; real and integer files read into complex
@@ -27,12 +31,22 @@
 //     skipped.
 //   * Every malformed input throws hisparse::Error whose message starts with
 //     "FILE:LINE: " (or "FILE: " when no line applies, e.g. cannot open).
+//     Text quoted from the input (tokens, banner words, the file name itself)
+//     goes through printable_text, so control bytes in a hostile file cannot
+//     reach the terminal that shows the message.
+//   * A file is opened and read once, front to back (MmReader): a FIFO or a
+//     character device is read like a regular file, and nothing depends on
+//     reopening it. Only a regular file's size is used, as a hint.
 //
-// Limits (MmLimits, checked against the header before anything is
-// allocated, so a hostile header cannot exhaust memory): rows and columns at
-// most 2^48, stored entries at most 2^40 (for array files, the number of
-// values the file must hold). Exceeding one throws hisparse::LimitError
-// naming the file and the limit. Callers may tighten them per call.
+// Limits (MmLimits, checked before anything is allocated, so a hostile file
+// cannot exhaust memory): rows and columns at most 2^48, stored entries at
+// most 2^40 (for array files, the number of values the file must hold), one
+// line at most 1 MiB without its terminator (a comment may be long, but
+// /dev/zero or a binary file must not grow the line buffer without bound).
+// Exceeding one throws hisparse::LimitError naming the file, the line and the
+// limit. Callers may tighten them per call. The declared number of entries is
+// never trusted for an allocation: memory is reserved for what the rest of a
+// regular file can hold, and grows with what is actually read.
 //
 // Writing
 //   * Coordinate general files, real or complex by the value type, 1-based,
@@ -41,9 +55,13 @@
 //     one column. Output goes through write_file_atomically: a failed write
 //     leaves no partial file behind.
 #include <complex>
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -69,10 +87,44 @@ struct MmHeader {
 
 inline constexpr index_t mm_max_dimension = index_t{1} << 48;
 inline constexpr std::uint64_t mm_max_entries = std::uint64_t{1} << 40;
+inline constexpr std::size_t mm_max_line_bytes = std::size_t{1} << 20;
 
 struct MmLimits {
   index_t max_dimension = mm_max_dimension;   // rows and cols
   std::uint64_t max_entries = mm_max_entries;  // stored entries (before expansion)
+  std::size_t max_line_bytes = mm_max_line_bytes;  // one line, without \n or \r\n
+};
+
+// One Matrix Market file, opened once: the constructor reads the banner and
+// the size line, and the caller picks the value type from header() before
+// reading the entries (read_matrix or read_vector, once). Reading each input
+// once is what makes a FIFO usable as an input; a header pass followed by a
+// second open would wait forever for a writer that has gone.
+class MmReader {
+ public:
+  explicit MmReader(const std::filesystem::path& file, const MmLimits& limits = {});
+  ~MmReader();
+  MmReader(MmReader&&) noexcept;
+  MmReader& operator=(MmReader&&) noexcept;
+
+  [[nodiscard]] const MmHeader& header() const;
+
+  // V is one of float, double, std::complex<float>, std::complex<double>.
+  // Either call consumes the entries; a second call throws hisparse::Error.
+  template <class V>
+  Coo<V> read_matrix();
+
+  // An array file with one column, or a coordinate n x 1 file (missing
+  // entries are zero, duplicates summed). The length n counts against
+  // limits.max_entries, since every element is held. expected_length: the
+  // length the caller needs (an operand's dimension); a file declaring
+  // another is refused from its size line, before anything is allocated.
+  template <class V>
+  std::vector<V> read_vector(std::optional<std::uint64_t> expected_length = std::nullopt);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 // Banner and size line only; the entries are not read. Throws like the
@@ -80,15 +132,23 @@ struct MmLimits {
 MmHeader read_matrix_market_header(const std::filesystem::path& file,
                                    const MmLimits& limits = {});
 
-// V is one of float, double, std::complex<float>, std::complex<double>.
+// MmReader(file, limits).read_matrix<V>().
 template <class V>
 Coo<V> read_matrix_market(const std::filesystem::path& file, const MmLimits& limits = {});
 
-// An array file with one column, or a coordinate n x 1 file (missing entries
-// are zero, duplicates summed). The length n counts against
-// limits.max_entries, since every element is held.
+// MmReader(file, limits).read_vector<V>(), without or with an expected length.
 template <class V>
 std::vector<V> read_vector(const std::filesystem::path& file, const MmLimits& limits = {});
+template <class V>
+std::vector<V> read_vector(const std::filesystem::path& file, std::uint64_t expected_length,
+                           const MmLimits& limits = {});
+
+// Input text as it may appear in a message: printable ASCII and valid UTF-8
+// pass through; control bytes (C0, DEL, C1), bytes that are not valid UTF-8
+// and the bidirectional-override code points are written as escapes (\x1b,
+// \t, \u202e), and a backslash as \\, so what is shown is unambiguous and a
+// terminal escape sequence in a hostile file or file name stays inert.
+std::string printable_text(std::string_view text);
 
 // Throws hisparse::Error (before creating anything) when the Coo is
 // inconsistent: row/col/val of different lengths or an index outside
