@@ -134,6 +134,45 @@ struct WideSpawner {
 };
 using WideSetup = QueueSetup<256, ProcedureQueues<WideSpawner>, ProcedureQueues<WideLeaf>>;
 
+// --- Uneven expansion: a warp per root, lane l of root r expands into
+// expand_count(r, l) leaves (0 to a few thousand, most small) through the
+// warp-collective Context::enqueue_expand. Leaf ids are source * 4096 + k.
+struct ExpandRoot {
+    std::uint32_t root;
+};
+struct ExpandLeafItem {
+    std::uint32_t source;  // root * 32 + lane
+    std::uint32_t k;
+};
+struct ExpandState {
+    Totals* totals;
+};
+__host__ __device__ constexpr std::uint32_t expand_count(std::uint32_t root, std::uint32_t lane) {
+    return (root * 31u + lane * 17u) % 11u == 0u ? 1000u + (root * 97u + lane) % 3000u : (root + lane) % 5u;
+}
+struct ExpandLeaf {
+    using payload_type = ExpandLeafItem;
+    static constexpr std::uint32_t threads_per_item = 1;
+    static constexpr const char* name = "expand_leaf";
+    template <class Context>
+    __device__ static void run(const ExpandLeafItem& item, std::uint32_t, std::uint32_t, const Context& ctx) {
+        aggregated_add(&ctx.state().totals->sum, std::uint64_t{item.source} * 4096u + item.k);
+        aggregated_add(&ctx.state().totals->count, 1ull);
+    }
+};
+struct ExpandSpawner {
+    using payload_type = ExpandRoot;
+    static constexpr std::uint32_t threads_per_item = 32;
+    static constexpr const char* name = "expand_root";
+    template <class Context>
+    __device__ static void run(const ExpandRoot& item, std::uint32_t lane, std::uint32_t, const Context& ctx) {
+        const ExpandLeafItem base{item.root * 32u + lane, 0};
+        ctx.template enqueue_expand<ExpandLeaf>(base, expand_count(item.root, lane),
+                                                [](ExpandLeafItem b, std::uint32_t k) { return ExpandLeafItem{b.source, k}; });
+    }
+};
+using ExpandSetup = QueueSetup<256, ProcedureQueues<ExpandSpawner>, ProcedureQueues<ExpandLeaf>>;
+
 // --- Empty setup for empty runs and a procedure that never stops (watchdog).
 struct Forever {
     using payload_type = ChainItem;

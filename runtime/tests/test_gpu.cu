@@ -296,6 +296,53 @@ TEST_P(PerController, WideFanOut) {
     EXPECT_EQ(runtime.stats().total_items(), leaves + sz.wide_roots);
 }
 
+// Context::enqueue_expand: lanes of one warp expand into very different
+// counts (0 to ~4000), written by the whole warp; every leaf exactly once.
+TEST_P(PerController, WarpCollectiveExpansion) {
+    constexpr std::uint32_t roots = 300;
+    std::uint64_t count = 0, sum = 0;
+    for (std::uint32_t r = 0; r < roots; ++r)
+        for (std::uint32_t l = 0; l < 32; ++l)
+            for (std::uint32_t k = 0; k < wl::expand_count(r, l); ++k) {
+                ++count;
+                sum += std::uint64_t{r * 32 + l} * 4096u + k;
+            }
+    TotalsBuffer totals;
+    rt::RuntimeConfig c = config();
+    c.capacities = {roots, static_cast<std::uint32_t>(count)};
+    rt::Runtime<wl::ExpandSetup, wl::ExpandState> runtime(c, wl::ExpandState{totals.device()});
+    std::vector<wl::ExpandRoot> seeds(roots);
+    for (std::uint32_t i = 0; i < roots; ++i) seeds[i].root = i;
+    runtime.seed<wl::ExpandSpawner>(std::span<const wl::ExpandRoot>(seeds));
+    for (int repeat = 0; repeat < 2; ++repeat) {
+        totals.clear();
+        const auto& s = runtime.run();
+        const wl::Totals t = totals.read();
+        EXPECT_EQ(t.count, count);
+        EXPECT_EQ(t.sum, sum);
+        EXPECT_EQ(runtime.items_processed<wl::ExpandLeaf>(), count);
+        EXPECT_EQ(s.total_items(), count + roots);
+    }
+}
+
+// An expansion larger than the queue is an overflow error, and the runtime
+// stays usable.
+TEST_P(PerController, ExpansionOverflowIsReported) {
+    TotalsBuffer totals;
+    rt::RuntimeConfig c = config();
+    c.capacities = {64, 1024};
+    rt::Runtime<wl::ExpandSetup, wl::ExpandState> runtime(c, wl::ExpandState{totals.device()});
+    runtime.seed<wl::ExpandSpawner>(wl::ExpandRoot{0});  // lanes 0, 11 and 22 expand into 1000+ leaves each
+    EXPECT_THROW(runtime.run(), rt::QueueOverflow);
+    totals.clear();
+    runtime.clear_seeds();
+    runtime.seed<wl::ExpandLeaf>(wl::ExpandLeafItem{3, 7});
+    runtime.run();
+    const wl::Totals t = totals.read();
+    EXPECT_EQ(t.count, 1u);
+    EXPECT_EQ(t.sum, 3u * 4096u + 7u);
+}
+
 TEST_P(PerController, OverflowIsReportedAndRecovered) {
     TotalsBuffer totals;
     rt::RuntimeConfig c = config();

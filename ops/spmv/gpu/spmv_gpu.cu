@@ -209,7 +209,7 @@ struct GpuSpmv<V>::Impl {
     warp_slots = static_cast<std::uint64_t>(sms) * static_cast<std::uint64_t>(std::max(threads_per_sm, 32) / 32);
     const std::uint64_t per_item = m.nnz() / (32ull * static_cast<std::uint64_t>(sms));
     large_chunk = static_cast<std::uint32_t>(std::clamp<std::uint64_t>((per_item + 127) / 128 * 128, 128, 1u << 16));
-    if (m.root() != null_ref) rt.template seed<InnerProcedure<V>>(NodeItem{0, 0, m.root(), 0});
+    if (m.root() != null_ref) rt.template seed<InnerProcedure<V>>(inner_item(0, 0, m.root(), 0));
     if (options.reuse_traversal) build_plan();
   }
 

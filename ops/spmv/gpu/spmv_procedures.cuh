@@ -474,6 +474,10 @@ struct LeafProcedure {
   using payload_type = NodeItem;
   static constexpr std::uint32_t threads_per_item = Threads;
   static constexpr std::uint32_t shared_bytes = Bin == bin_large ? 256 * sizeof(V) : 0;
+  // Occupancy over registers, as the plan's run_plan: a memory-bound sweep
+  // needs warps in flight (48 registers gave 62% occupancy and a leaf pass
+  // 1.6x the plan's, perf-log 20).
+  static constexpr std::uint32_t min_blocks_per_sm = sizeof(V) == 4 ? 8 : 7;
   static constexpr std::uint32_t bin = Bin;
   static constexpr const char* name = Bin == bin_one     ? "spmv-leaf-coo1"
                                       : Bin == bin_small ? "spmv-leaf-small"
@@ -511,100 +515,190 @@ using LeafDense = LeafProcedure<V, bin_dense, leaf_threads<bin_dense>>;
 template <class V>
 using LeafWide = LeafProcedure<V, bin_wide, leaf_threads<bin_wide>>;
 
-// An inner node: a warp walks its children and routes each to the inner
-// queue or to its leaf bin (reading a sparse leaf's count, seed 004 sec. 4.1).
-// A leaf that arrives here (the root of a one-level tree) is routed as well.
+// An inner node's item covers a part of its children: inner_part_children
+// consecutive cells (dense) or entries (sparse), so that a node with
+// thousands of children (the root of a scattered matrix: 16384 cells, each
+// a wide node of hundreds of chunks) is walked by many warps at once, not by
+// one. The item's `level` field holds the level in its low 8 bits and the
+// part above them; whole_node (the seed) asks the item to split itself.
+inline constexpr std::uint32_t inner_part_children = 256;  // 8 rounds of a warp
+inline constexpr std::uint32_t whole_node = 0xFFFFFFu;
+__host__ __device__ constexpr std::uint32_t inner_level(const NodeItem& it) { return it.level & 0xFFu; }
+__host__ __device__ constexpr std::uint32_t inner_part(const NodeItem& it) { return it.level >> 8; }
+__host__ __device__ constexpr NodeItem inner_item(std::uint64_t brow, std::uint64_t bcol, NodeRef ref,
+                                                  std::uint32_t level, std::uint32_t part = whole_node) {
+  return NodeItem{brow, bcol, ref, (part << 8) | level};
+}
+// Expansions for Context::enqueue_expand: the k-th part of an inner node,
+// the k-th chunk of a leaf (its `level` holds the chunk index), or the item
+// itself (one item).
+struct InnerPartOf {
+  __device__ NodeItem operator()(NodeItem b, std::uint32_t k) const { return inner_item(b.brow, b.bcol, b.ref, inner_level(b), k); }
+};
+struct ChunkOf {
+  __device__ NodeItem operator()(NodeItem b, std::uint32_t k) const { return NodeItem{b.brow, b.bcol, b.ref, k}; }
+};
+struct Itself {
+  __device__ NodeItem operator()(NodeItem b, std::uint32_t) const { return b; }
+};
+
+// Children of an inner node: d^2 cells of a dense node, or a sparse node's entries.
+__device__ inline std::uint32_t inner_children(const std::byte* pool, NodeRef ref, std::uint32_t log2d) {
+  return ref_type(ref) == NodeType::dense ? 1u << (2 * log2d) : *reinterpret_cast<const std::uint32_t*>(pool + ref_offset(ref));
+}
+
+// An inner node's part: a warp walks its children and routes each to the
+// inner queue or to its leaf bin (reading a sparse leaf's count, seed 004
+// sec. 4.1). A leaf that arrives here (the root of a one-level tree) is
+// routed as well.
 template <class V>
 struct InnerProcedure {
   using payload_type = NodeItem;
-  static constexpr std::uint32_t threads_per_item = 32;
+  static constexpr std::uint32_t threads_per_item = 32;  // route() is warp-collective
+  static constexpr std::uint32_t min_blocks_per_sm = 4;  // 88 registers left 25% occupancy
   static constexpr const char* name = "spmv-inner";
 
+  // Plan building: each lane appends its child to the lists (or only counts).
   template <class Context>
-  __device__ static void route(const NodeItem& child, const Context& ctx) {
+  __device__ static void record(const NodeItem& child, const Context& ctx) {
     const SpmvState<V>& st = ctx.state();
-    // Wide nodes and dense leaves are cut into chunks, one item each (the
-    // item's `level` holds the chunk index).
     auto record_chunks = [&](std::uint32_t list, std::uint32_t chunks) {
       const unsigned long long slot = atomicAdd(st.leaf_counts + list, static_cast<unsigned long long>(chunks));
       if (st.leaf_lists[list])
         for (std::uint32_t k = 0; k < chunks; ++k) st.leaf_lists[list][slot + k] = NodeItem{child.brow, child.bcol, child.ref, k};
     };
-    auto chunked = [&](std::uint32_t bin, std::uint32_t chunks, auto procedure) {
-      if (st.record) {
-        record_chunks(bin, chunks);
-        return;
-      }
-      using P = decltype(procedure);
-      for (std::uint32_t k = 0; k < chunks; ++k) ctx.template enqueue<P>(NodeItem{child.brow, child.bcol, child.ref, k});
-    };
     if (ref_type(child.ref) == NodeType::coow) {
-      if (st.record) record_chunks(list_wide_blocks, coow_chunks(st.pool, child.ref, wide_block_chunk));
-      chunked(bin_wide, coow_chunks(st.pool, child.ref), LeafWide<V>{});
+      record_chunks(list_wide_blocks, coow_chunks(st.pool, child.ref, wide_block_chunk));
+      record_chunks(bin_wide, coow_chunks(st.pool, child.ref));
       return;
     }
-    if (child.level + 1 < st.depth) {
-      ctx.template enqueue<InnerProcedure>(child);
+    if (inner_level(child) + 1 < st.depth) {
+      ctx.template enqueue<InnerProcedure>(child);  // whole: it splits itself
       return;
     }
     const std::uint32_t bin = leaf_bin(st.pool, child.ref);
     if (bin == bin_dense) {
-      chunked(bin_dense, dense_chunks(st.log2d), LeafDense<V>{});
+      record_chunks(bin_dense, dense_chunks(st.log2d));
       return;
     }
     if (bin == bin_large) {
       const std::uint32_t n = *reinterpret_cast<const std::uint32_t*>(st.pool + ref_offset(child.ref));
-      chunked(bin_large, (n + st.large_chunk - 1) / st.large_chunk, LeafLarge<V>{});
+      record_chunks(bin_large, (n + st.large_chunk - 1) / st.large_chunk);
       return;
     }
-    if (st.record) {
-      // One reservation per bin and warp, slots in lane order: the lanes hold
-      // consecutive children of one node, so leaves that share a block row
-      // stay adjacent in the list and the plan's warp merge can combine their
-      // outputs (a long row's leaves would otherwise be scattered by the
-      // appends of thousands of other warps, and each add its own atomic to
-      // one address).
-      const unsigned active = __activemask();
-      const unsigned peers = __match_any_sync(active, bin);
-      const unsigned hw_lane = threadIdx.x & 31u;
-      const unsigned leader = __ffs(peers) - 1;
-      unsigned long long base = 0;
-      if (hw_lane == leader) base = atomicAdd(st.leaf_counts + bin, static_cast<unsigned long long>(__popc(peers)));
-      base = __shfl_sync(peers, base, leader);
-      const unsigned long long slot = base + __popc(peers & ((1u << hw_lane) - 1u));
-      if (st.leaf_lists[bin]) st.leaf_lists[bin][slot] = child;
-      return;
+    // One reservation per bin and warp, slots in lane order: the lanes hold
+    // consecutive children of one node, so leaves that share a block row
+    // stay adjacent in the list and the plan's warp merge can combine their
+    // outputs (a long row's leaves would otherwise be scattered by the
+    // appends of thousands of other warps, and each add its own atomic to
+    // one address).
+    const unsigned active = __activemask();
+    const unsigned peers = __match_any_sync(active, bin);
+    const unsigned hw_lane = threadIdx.x & 31u;
+    const unsigned leader = __ffs(peers) - 1;
+    unsigned long long base = 0;
+    if (hw_lane == leader) base = atomicAdd(st.leaf_counts + bin, static_cast<unsigned long long>(__popc(peers)));
+    base = __shfl_sync(peers, base, leader);
+    const unsigned long long slot = base + __popc(peers & ((1u << hw_lane) - 1u));
+    if (st.leaf_lists[bin]) st.leaf_lists[bin][slot] = child;
+  }
+
+  // A traversal: the whole warp routes one child per lane (`valid` false
+  // where a lane has none). Each destination queue takes the warp's items
+  // in one collective enqueue, chunked nodes as their chunks: a wide node,
+  // a dense leaf or a large leaf is cut into chunks of one item each (the
+  // item's `level` holds the chunk index), written by all 32 lanes.
+  template <class Context>
+  __device__ static void route(const NodeItem& child, bool valid, const Context& ctx) {
+    const SpmvState<V>& st = ctx.state();
+    enum Kind : std::uint32_t { none, inner, wide, dense, large, one, small };
+    std::uint32_t kind = none, count = 0;
+    if (valid) {
+      if (ref_type(child.ref) == NodeType::coow) {
+        kind = wide;
+        count = coow_chunks(st.pool, child.ref);
+      } else if (inner_level(child) + 1 < st.depth) {
+        kind = inner;
+        count = (inner_children(st.pool, child.ref, st.log2d) + inner_part_children - 1) / inner_part_children;
+      } else {
+        switch (leaf_bin(st.pool, child.ref)) {
+          case bin_dense: kind = dense; count = dense_chunks(st.log2d); break;
+          case bin_large: {
+            const std::uint32_t n = *reinterpret_cast<const std::uint32_t*>(st.pool + ref_offset(child.ref));
+            kind = large;
+            count = (n + st.large_chunk - 1) / st.large_chunk;
+            break;
+          }
+          case bin_one: kind = one; count = 1; break;
+          default: kind = small; count = 1; break;
+        }
+      }
     }
-    switch (bin) {
-      case bin_one: ctx.template enqueue<LeafOne<V>>(child); break;
-      default: ctx.template enqueue<LeafSmall<V>>(child); break;
-    }
+    constexpr unsigned full = 0xffffffffu;
+    if (__any_sync(full, kind == inner))
+      ctx.template enqueue_expand<InnerProcedure>(child, kind == inner ? count : 0u, InnerPartOf{});
+    if (__any_sync(full, kind == wide)) ctx.template enqueue_expand<LeafWide<V>>(child, kind == wide ? count : 0u, ChunkOf{});
+    if (__any_sync(full, kind == dense)) ctx.template enqueue_expand<LeafDense<V>>(child, kind == dense ? count : 0u, ChunkOf{});
+    if (__any_sync(full, kind == large)) ctx.template enqueue_expand<LeafLarge<V>>(child, kind == large ? count : 0u, ChunkOf{});
+    if (__any_sync(full, kind == one)) ctx.template enqueue_expand<LeafOne<V>>(child, kind == one ? 1u : 0u, Itself{});
+    if (__any_sync(full, kind == small)) ctx.template enqueue_expand<LeafSmall<V>>(child, kind == small ? 1u : 0u, Itself{});
   }
 
   template <class Context>
   __device__ static void run(const NodeItem& it, std::uint32_t lane, std::uint32_t group, const Context& ctx) {
     const SpmvState<V>& st = ctx.state();
+    const std::uint32_t level = inner_level(it);
     // A leaf or a wide node as the root (a tree of one or two levels).
-    if (it.level + 1 == st.depth || ref_type(it.ref) == NodeType::coow) {
-      if (lane == 0) route(it, ctx);
+    if (level + 1 == st.depth || ref_type(it.ref) == NodeType::coow) {
+      const NodeItem leaf{it.brow, it.bcol, it.ref, level};
+      if (st.record) {
+        if (lane == 0) record(leaf, ctx);
+      } else {
+        route(leaf, lane == 0, ctx);
+      }
       return;
     }
     const std::uint32_t b = st.log2d;
-    auto child_of = [&](LocalCoord lc, NodeRef ref) {
-      return NodeItem{(it.brow << b) | lc.row, (it.bcol << b) | lc.col, ref, it.level + 1};
-    };
-    if (ref_type(it.ref) == NodeType::dense) {
-      const NodeRef* refs = dense_values<NodeRef>(st.pool, it.ref, b, false);
-      const std::uint32_t cells = 1u << (2 * b);
-      for (std::uint32_t cell = lane; cell < cells; cell += group) {
-        const NodeRef r = refs[cell];
-        if (r != null_ref)
-          route(child_of(LocalCoord{static_cast<std::uint8_t>(cell >> b), static_cast<std::uint8_t>(cell & ((1u << b) - 1))}, r),
-                ctx);
+    const std::uint32_t n = inner_children(st.pool, it.ref, b);
+    std::uint32_t part = inner_part(it);
+    if (part == whole_node) {
+      const std::uint32_t parts = (n + inner_part_children - 1) / inner_part_children;
+      if (parts > 1) {
+        ctx.template enqueue_expand<InnerProcedure>(it, lane == 0 ? parts : 0u, InnerPartOf{});
+        return;
       }
-    } else {
-      const CooView<NodeRef> v = coo_view<NodeRef>(st.pool, it.ref);
-      for (std::uint32_t i = lane; i < v.count; i += group) route(child_of(v.coords[i], v.values[i]), ctx);
+      part = 0;
+    }
+    const bool dense = ref_type(it.ref) == NodeType::dense;
+    const NodeRef* refs = dense ? dense_values<NodeRef>(st.pool, it.ref, b, false) : nullptr;
+    const CooView<NodeRef> v = dense ? CooView<NodeRef>{} : coo_view<NodeRef>(st.pool, it.ref);
+    const std::uint32_t begin = part * inner_part_children, end = min(n, begin + inner_part_children);
+    // A uniform trip count: route() is warp-collective.
+    for (std::uint32_t first = begin; first < end; first += group) {
+      const std::uint32_t i = first + lane;
+      NodeItem child{};
+      bool valid = false;
+      if (i < end) {
+        LocalCoord lc;
+        NodeRef r;
+        if (dense) {
+          r = refs[i];
+          lc = LocalCoord{static_cast<std::uint8_t>(i >> b), static_cast<std::uint8_t>(i & ((1u << b) - 1))};
+        } else {
+          r = v.values[i];
+          lc = v.coords[i];
+        }
+        valid = r != null_ref;
+        // Inner children are whole nodes (record() enqueues them so; route()
+        // cuts them into parts); a leaf's `level` is its plain level.
+        child = inner_item((it.brow << b) | lc.row, (it.bcol << b) | lc.col, r, level + 1,
+                           level + 2 < st.depth ? whole_node : 0u);
+      }
+      if (st.record) {
+        if (valid) record(child, ctx);
+      } else {
+        route(child, valid, ctx);
+      }
     }
   }
 };

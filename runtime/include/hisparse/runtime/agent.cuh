@@ -35,9 +35,14 @@ __device__ inline void claim_batch(const DeviceState<Setup, State>* ds, unsigned
 // Runs a claimed batch of procedure I. All threads of the block call it.
 // `stash` (persistent blocks only, else null) receives the items the batch
 // enqueues for one queue, up to a batch; the caller runs them next.
+// `settled` (a pre-claimed launch, see worker_kernel): the items are
+// published before the grid starts, and the controller gives the queue's
+// room back and retires the items for the whole launch afterwards
+// (settle_kernel), so the block does neither: no waits on sequence words
+// and no atomics on the queue's hot counters per batch.
 template <class Setup, class State, std::size_t I>
 __device__ void run_batch(const DeviceState<Setup, State>* ds, const BatchClaim& claim, unsigned char* shared,
-                          unsigned tid, LocalStash* stash) {
+                          unsigned tid, LocalStash* stash, bool settled = false) {
     using P = typename Setup::template procedure_at<I>;
     using Payload = typename P::payload_type;
     constexpr unsigned threads = P::threads_per_item;
@@ -59,8 +64,22 @@ __device__ void run_batch(const DeviceState<Setup, State>* ds, const BatchClaim&
     if (active) {
         if (local)
             item.value = reinterpret_cast<const Payload*>(stash->bytes)[group];
+        else if (settled)
+            item.value = view.template read_published<Payload>(first + group);
         else
             item.value = view.template read<Payload>(first + group);
+    }
+    if (settled) {
+        // One batch per block: its slots go back to writers when the block
+        // is done with them (a barrier here would only add a wait).
+        if (active) {
+            Context<Setup, State> ctx(ds, shared + static_cast<std::size_t>(group) * shared_per_item, group, threads,
+                                      lane, nullptr);
+            P::run(static_cast<const Payload&>(item.value), lane, threads, ctx);
+        }
+        __syncthreads();
+        if (active && lane == 0) view.release(first + group);
+        return;  // the settle kernel gives the room back and retires the items, after this grid
     }
     // Every thread of the group holds its copy: the slot can go back to writers.
     __syncthreads();

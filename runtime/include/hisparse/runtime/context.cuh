@@ -151,6 +151,27 @@ public:
         }
     }
 
+    // Warp-collective: all 32 lanes of the calling warp call it together,
+    // with the same P and bin; lane l enqueues `count` items expand(base, k),
+    // k < count (0: none), e.g. the chunks of a big node, which the warp then
+    // writes in parallel (QueueView::try_enqueue_expand). For procedures whose
+    // items are a warp or smaller; the local stash is not used.
+    template <class P, class Expand>
+    __device__ void enqueue_expand(const typename P::payload_type& base, std::uint32_t count, Expand expand,
+                                   std::uint32_t bin = 0) const {
+        constexpr std::uint32_t first = Setup::template first_queue<P>();
+        constexpr std::uint32_t bins = Setup::template bins_of<P>();
+        if (bin >= bins) {
+            if (count != 0u) atomicOr(&ds_->counters->error, static_cast<unsigned>(error_bad_bin));
+            return;
+        }
+        const QueueView& q = ds_->queues[first + bin];
+        if (!q.try_enqueue_expand(base, count, expand, &ds_->counters->pending) && (threadIdx.x & 31u) == 0u) {
+            atomicOr(&q.run->overflow, 1u);
+            atomicOr(&ds_->counters->error, static_cast<unsigned>(error_overflow));
+        }
+    }
+
     [[nodiscard]] __device__ const State& state() const { return ds_->state; }
     // This item's slice of shared memory (the procedure's shared_bytes).
     [[nodiscard]] __device__ void* shared() const { return shared_; }

@@ -14,6 +14,21 @@ namespace hisparse::runtime::detail {
 enum WorkerMode : unsigned {
     worker_plain = 0,
     worker_count_blocks = 1,  // dp controller: count started/finished blocks
+    // The controller has claimed the launch's items (positions [first, first
+    // + count)) and settles them after the grid (settle_kernel): block b runs
+    // the b-th batch of that range, with no claim and no per-batch atomics
+    // on the queue's counters. The hardware's block scheduler then does what
+    // claiming did, as in a plain data-parallel kernel.
+    worker_preclaimed = 2,
+};
+
+// What the pre-claimed launches of one round leave for the controller to
+// settle: per queue, the items launched. Passed by value (a kernel parameter).
+template <unsigned Queues>
+struct Settlements {
+    unsigned queue[Queues];
+    unsigned count[Queues];
+    unsigned n;
 };
 
 __device__ inline unsigned long long global_ns() {
@@ -54,13 +69,28 @@ __device__ bool linger(const DeviceState<Setup, State>* ds, const QueueView& vie
 // `max_batches` times (0: until the queue is empty, then lingers if so
 // configured). A fixed budget is what the round-based controllers need: one
 // block launched for one item must not take over a whole growing queue.
+template <class Setup, std::size_t I>
+inline constexpr std::uint32_t worker_min_blocks = min_blocks_of<typename Setup::template procedure_at<I>>();
+
 template <class Setup, class State, std::size_t I>
-__global__ void __launch_bounds__(Setup::block_size)
-    worker_kernel(const DeviceState<Setup, State>* ds, unsigned queue, unsigned mode, unsigned max_batches) {
+__global__ void __launch_bounds__(Setup::block_size, (worker_min_blocks<Setup, I>))
+    worker_kernel(const DeviceState<Setup, State>* ds, unsigned queue, unsigned mode, unsigned max_batches,
+                  unsigned long long first, unsigned count) {
     extern __shared__ __align__(16) unsigned char dynamic_shared[];
     __shared__ BatchClaim claim;
     const unsigned tid = threadIdx.x;
     const QueueView& view = ds->queues[queue];
+    if ((mode & worker_preclaimed) != 0u) {
+        const unsigned long long begin = static_cast<unsigned long long>(blockIdx.x) * view.items_per_block;
+        if (begin >= count) return;
+        const BatchClaim mine{first + begin, static_cast<unsigned>(min(static_cast<unsigned long long>(view.items_per_block),
+                                                                        count - begin)),
+                              queue, 0};
+        // After an error or an abort the items are dropped, as claim_batch would.
+        if (should_stop(ds->counters)) return;
+        run_batch<Setup, State, I>(ds, mine, dynamic_shared, tid, nullptr, true);
+        return;
+    }
     bool first_claim = true;
     __shared__ int again;
     unsigned batches = 0;
@@ -105,10 +135,11 @@ template <class Setup, class State, std::size_t... I>
 __host__ cudaError_t launch_worker_from_host(const DeviceState<Setup, State>* ds, unsigned procedure, unsigned queue,
                                              unsigned blocks, unsigned block_size, unsigned shared_bytes,
                                              cudaStream_t stream, unsigned mode, unsigned max_batches,
+                                     unsigned long long first, unsigned count,
                                              std::index_sequence<I...>) {
     cudaError_t result = cudaSuccess;
     ((procedure == I ? (worker_kernel<Setup, State, I>
-                        <<<blocks, block_size, shared_bytes, stream>>>(ds, queue, mode, max_batches),
+                        <<<blocks, block_size, shared_bytes, stream>>>(ds, queue, mode, max_batches, first, count),
                         result = cudaGetLastError(), void())
                      : void()),
      ...);
@@ -119,10 +150,11 @@ template <class Setup, class State, std::size_t... I>
 __device__ cudaError_t launch_worker(const DeviceState<Setup, State>* ds, unsigned procedure, unsigned queue,
                                      unsigned blocks, unsigned block_size, unsigned shared_bytes,
                                      cudaStream_t stream, unsigned mode, unsigned max_batches,
+                                     unsigned long long first, unsigned count,
                                      std::index_sequence<I...>) {
     cudaError_t result = cudaSuccess;
     ((procedure == I ? (worker_kernel<Setup, State, I>
-                        <<<blocks, block_size, shared_bytes, stream>>>(ds, queue, mode, max_batches),
+                        <<<blocks, block_size, shared_bytes, stream>>>(ds, queue, mode, max_batches, first, count),
                         result = cudaGetLastError(), void())
                      : void()),
      ...);
@@ -134,6 +166,27 @@ __device__ inline bool launch_failed(const DeviceState<Setup, State>* ds, cudaEr
     if (e == cudaSuccess) return false;
     atomicOr(&ds->counters->error, static_cast<unsigned>(error_launch));
     return true;
+}
+
+// Settles `count` pre-claimed items of one queue after their grid has
+// completed: they leave `available` and `head` (nobody else claims from a
+// queue whose items are pre-claimed), give their room back and count as
+// done. Returns `count`, to be retired from `pending` after a release fence.
+template <class Setup, class State>
+__device__ unsigned long long settle_queue(const DeviceState<Setup, State>* ds, const QueueView& view, unsigned count) {
+    atomicSub(&view.counters->available, static_cast<int>(count));
+    atomicAdd(&view.counters->head, static_cast<unsigned long long>(count));
+    view.release_room(count);
+    atomicAdd(&ds->items_done[view.procedure], static_cast<unsigned long long>(count));
+    return count;
+}
+template <class Setup, class State>
+__device__ void retire_pending(const DeviceState<Setup, State>* ds, unsigned long long retired) {
+    if (retired == 0ull) return;
+    // Release: the grids' writes (their children counted in pending) are
+    // ordered before the retirement, as in run_batch.
+    cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_device);
+    atomicAdd(&ds->counters->pending, ~retired + 1ull);  // - retired
 }
 
 // 1. Dynamic parallelism (seed 004 sec. 4.2): one warp, launched once. Each
@@ -190,7 +243,7 @@ __global__ void __launch_bounds__(32) dp_controller_kernel(const DeviceState<Set
             launched_blocks[k] += static_cast<unsigned>(blocks);
             const cudaError_t e =
                 launch_worker(ds, view.procedure, q, static_cast<unsigned>(blocks), ds->block_size, view.shared_bytes,
-                              cudaStreamFireAndForget, worker_count_blocks, ds->drain ? 0u : 1u, procedures);
+                              cudaStreamFireAndForget, worker_count_blocks, ds->drain ? 0u : 1u, 0ull, 0u, procedures);
             if (launch_failed(ds, e)) {
                 atomicSub(&counters->running_blocks, static_cast<int>(blocks));
                 break;
@@ -239,20 +292,34 @@ __global__ void __launch_bounds__(32) tail_controller_kernel(const DeviceState<S
     const unsigned lane = threadIdx.x;
     RunCounters* counters = ds->counters;
     bool launched = false;
+    // The last round's grids have completed: settle their pre-claimed items
+    // first, so that `available` counts only what is left.
+    unsigned long long retired = 0;
+    for (unsigned q = lane; q < queue_count; q += 32) {
+        const QueueView& view = ds->queues[q];
+        const unsigned pre = view.run->preclaimed;
+        if (pre == 0u) continue;
+        retired += settle_queue(ds, view, pre);
+        view.run->preclaimed = 0u;
+    }
+    retire_pending(ds, retired);
     if (!should_stop(counters)) {
         for (unsigned q = lane; q < queue_count; q += 32) {
             const QueueView& view = ds->queues[q];
             const int available = view.available_relaxed();
             if (available <= 0) continue;
-            const unsigned long long batches = (available + view.items_per_block - 1) / view.items_per_block;
-            const unsigned long long blocks = batches < ds->max_blocks_per_launch ? batches : ds->max_blocks_per_launch;
-            const unsigned per_block = static_cast<unsigned>((batches + blocks - 1) / blocks);
+            // Every grid that wrote into this queue has completed (tail-launch
+            // order), so [head, head + available) is published; this round's
+            // grid takes it pre-claimed, a block per batch.
+            const auto count = static_cast<unsigned>(available);
+            const unsigned blocks = (count + view.items_per_block - 1) / view.items_per_block;
+            const unsigned long long first = device_atomic<unsigned long long>(view.counters->head).load(cuda::memory_order_relaxed);
             atomicAdd(&counters->kernel_launches, 1ull);
-            atomicAdd(&counters->blocks_launched, blocks);
-            const cudaError_t e =
-                launch_worker(ds, view.procedure, q, static_cast<unsigned>(blocks), ds->block_size, view.shared_bytes,
-                              cudaStreamFireAndForget, worker_plain, per_block, procedures);
+            atomicAdd(&counters->blocks_launched, static_cast<unsigned long long>(blocks));
+            const cudaError_t e = launch_worker(ds, view.procedure, q, blocks, ds->block_size, view.shared_bytes,
+                                                cudaStreamFireAndForget, worker_preclaimed, 1u, first, count, procedures);
             if (launch_failed(ds, e)) break;
+            view.run->preclaimed = count;
             launched = true;
         }
     }
@@ -384,6 +451,19 @@ __global__ void __launch_bounds__(Setup::block_size) persistent_kernel(const Dev
         }
         if (__shfl_sync(0xffffffffu, last, 0) != 0) finish_run(ds, tid);
     }
+}
+
+// Settles the pre-claimed launches of one host-loop round, after their grids:
+// their items leave `available` and `head` (nobody else claims from those
+// queues meanwhile), give their room back, and are retired from `pending`
+// and counted as done. One thread: a handful of atomics per round instead of
+// several per batch.
+template <class Setup, class State>
+__global__ void settle_kernel(const DeviceState<Setup, State>* ds, Settlements<Setup::queue_count> list) {
+    if (threadIdx.x != 0) return;
+    unsigned long long retired = 0;
+    for (unsigned i = 0; i < list.n; ++i) retired += settle_queue(ds, ds->queues[list.queue[i]], list.count[i]);
+    retire_pending(ds, retired);
 }
 
 // Ends a host-loop run (the device controllers end their runs themselves).

@@ -35,6 +35,8 @@ struct QueueRunCounters {
     unsigned int overflow;        // non-zero: an enqueue found the queue full
     unsigned int started_blocks;  // worker blocks that began on this queue (dp controller)
     unsigned int lingering;       // worker blocks waiting for new items of this queue (dp controller)
+    unsigned int preclaimed;      // items of the tail controller's last round, settled by its next one
+    unsigned int pad[3];
 };
 
 // Global per-run counters and flags, reset before each run.
@@ -137,6 +139,75 @@ struct QueueView {
         return true;
     }
 
+    // Warp-collective enqueue of expansions: all 32 lanes of a warp call it
+    // together (converged), each with its own `base` and `count` (0 where a
+    // lane has nothing); lane l adds the items expand(base_l, k), k < count_l.
+    // One reservation serves the whole warp, and the items are written by all
+    // 32 lanes whichever lane they came from: a lane whose count is in the
+    // thousands (a big node's chunks) does not keep the other 31 waiting, as
+    // a loop of single enqueues would. Returns false (nothing written) when
+    // the queue cannot take them all.
+    template <class T, class Expand>
+    __device__ bool try_enqueue_expand(const T& base, unsigned count, Expand expand, unsigned long long* pending) const {
+        constexpr unsigned full = 0xffffffffu;
+        const unsigned lane = detail::lane_id();
+        if (__ballot_sync(full, count != 0u) == 0u) return true;
+        unsigned incl = count;  // inclusive scan over the lanes
+#pragma unroll
+        for (unsigned off = 1; off < 32; off <<= 1) {
+            const unsigned v = __shfl_up_sync(full, incl, off);
+            if (lane >= off) incl += v;
+        }
+        const unsigned total = __shfl_sync(full, incl, 31);
+        unsigned long long first = 0;
+        int ok = 0;
+        if (lane == 0) {
+            const unsigned old = atomicAdd(&counters->fill, total);
+            if (total > capacity || old + total > capacity) {
+                atomicSub(&counters->fill, total);
+            } else {
+                ok = 1;
+                atomicMax(&run->max_fill, old + total);
+                if (pending != nullptr) atomicAdd(pending, static_cast<unsigned long long>(total));
+                first = atomicAdd(&counters->tail, static_cast<unsigned long long>(total));
+            }
+        }
+        if (__shfl_sync(full, ok, 0) == 0) return false;
+        first = __shfl_sync(full, first, 0);
+        // The payload travels between lanes as 32-bit words.
+        constexpr unsigned words = (sizeof(T) + 3) / 4;
+        unsigned mine[words] = {};
+        memcpy(mine, &base, sizeof(T));
+        const unsigned excl = incl - count;
+        for (unsigned round = 0; round < total; round += 32) {
+            const unsigned j = round + lane;  // this lane writes the warp's j-th item
+            // Its source: the first lane whose inclusive count exceeds j.
+            unsigned src = 0;
+#pragma unroll
+            for (unsigned step = 16; step > 0; step >>= 1) {
+                const unsigned v = __shfl_sync(full, incl, src + step - 1);
+                if (v <= j) src += step;
+            }
+            const unsigned k = j - __shfl_sync(full, excl, src);
+            unsigned theirs[words];
+#pragma unroll
+            for (unsigned w = 0; w < words; ++w) theirs[w] = __shfl_sync(full, mine[w], src);
+            if (j < total) {
+                T b;
+                memcpy(&b, theirs, sizeof(T));
+                const unsigned long long pos = first + j;
+                const unsigned slot = static_cast<unsigned>(pos) & (capacity - 1);
+                detail::wait_sequence(sequence + slot, static_cast<unsigned>(pos));
+                static_cast<T*>(items)[slot] = expand(b, k);
+                detail::device_atomic<unsigned int>(sequence[slot])
+                    .store(static_cast<unsigned>(pos) + 1u, cuda::memory_order_release);
+            }
+        }
+        __syncwarp();
+        if (lane == 0) atomicAdd(&counters->available, static_cast<int>(total));
+        return true;
+    }
+
     // Claims up to `want` published items; one thread calls it. Returns the
     // count and sets `first` to the first position. Exact: the sum of claims
     // never exceeds the published items (see the file comment).
@@ -159,6 +230,13 @@ struct QueueView {
         const unsigned slot = static_cast<unsigned>(pos) & (capacity - 1);
         detail::wait_sequence(sequence + slot, static_cast<unsigned>(pos) + 1u);
         return static_cast<const T*>(items)[slot];
+    }
+
+    // Reads an item known to be published (a pre-claimed launch: every
+    // writer finished before the grid started), without the sequence wait.
+    template <class T>
+    __device__ T read_published(unsigned long long pos) const {
+        return static_cast<const T*>(items)[static_cast<unsigned>(pos) & (capacity - 1)];
     }
 
     // Releases the slot of a claimed position once every reader has copied it.

@@ -39,6 +39,16 @@ constexpr std::uint32_t shared_bytes_of() {
     else
         return 0;
 }
+// Optional tuning policy of a procedure: the blocks per multiprocessor its
+// worker grids must fit (__launch_bounds__), which caps its registers. A
+// memory-bound leaf procedure wants many warps in flight more than registers.
+template <class P>
+constexpr std::uint32_t min_blocks_of() {
+    if constexpr (requires { P::min_blocks_per_sm; })
+        return static_cast<std::uint32_t>(P::min_blocks_per_sm);
+    else
+        return 1;
+}
 constexpr bool is_power_of_two(std::uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 }  // namespace detail
 

@@ -365,22 +365,30 @@ private:
             if (!wait_for(done_.get(), deadline)) abort_run("host loop");
             if (flags[0] != 0u || flags[1] != 0u) return;  // error or abort: reported by check_errors
             ++rounds;
-            bool any = false;
+            // Between rounds the stream is idle, so every reserved item is
+            // published and the snapshot's [head, head + available) is the
+            // whole queue. Each launch takes its queue's items pre-claimed, a
+            // block per batch (no claims, no per-batch atomics); the settle
+            // kernel then retires the round's items in one go.
+            detail::Settlements<queue_count> settle{};
             for (std::uint32_t q = 0; q < queue_count; ++q) {
                 const int available = snapshot[q].available;
                 if (available <= 0) continue;
                 const auto& rq = config_.queues[q];
-                const unsigned batches = (available + rq.items_per_block - 1) / rq.items_per_block;
-                const unsigned blocks = std::min<unsigned>(config_.max_blocks_per_launch, batches);
-                const unsigned per_block = (batches + blocks - 1) / blocks;
+                const unsigned blocks = (static_cast<unsigned>(available) + rq.items_per_block - 1) / rq.items_per_block;
                 check(detail::launch_worker_from_host(device_state(), rq.procedure, q, blocks, config_.block_size,
-                                            rq.shared_bytes, stream_, detail::worker_plain, per_block, procedures),
+                                                      rq.shared_bytes, stream_, detail::worker_preclaimed, 1u,
+                                                      snapshot[q].head, static_cast<unsigned>(available), procedures),
                       "launch of worker_kernel (host loop)");
                 ++launches;
                 blocks_total += blocks;
-                any = true;
+                settle.queue[settle.n] = q;
+                settle.count[settle.n] = static_cast<unsigned>(available);
+                ++settle.n;
             }
-            if (!any) return;
+            if (settle.n == 0) return;
+            detail::settle_kernel<Setup, State><<<1, 32, 0, stream_>>>(device_state(), settle);
+            check(cudaGetLastError(), "launch of settle_kernel (host loop)");
         }
     }
 
