@@ -30,8 +30,12 @@ namespace fs = std::filesystem;
 
 std::string errno_text(int e) { return std::generic_category().message(e); }
 
+// Paths in messages are escaped (printable_text): a file name is input text,
+// and its bytes must not reach the terminal as escape sequences.
+std::string shown(const fs::path& p) { return printable_text(p.string()); }
+
 [[noreturn]] void fail(const fs::path& target, const std::string& what, int e) {
-  throw Error(target.string() + ": " + what + " (" + errno_text(e) + ")");
+  throw Error(shown(target) + ": " + what + " (" + errno_text(e) + ")");
 }
 
 // ---------------------------------------------------------------------------
@@ -217,7 +221,7 @@ void write_through(int fd, const fs::path& target, const std::function<void(std:
   write(os);
   if (buf.error() != 0) fail(target, "write failed", buf.error());
   buf.flush_buffer();
-  if (!os) throw Error(target.string() + ": write failed");
+  if (!os) throw Error(shown(target) + ": write failed");
 }
 
 // ---------------------------------------------------------------------------
@@ -247,7 +251,7 @@ Resolved resolve(const fs::path& target) {
     if (::lstat(p.c_str(), &st) != 0) {
       const int e = errno;  // saved before building the message allocates
       if (e == ENOENT) return {p, false, std::nullopt};  // a new file (or a dangling link's target)
-      fail(target, "cannot access " + p.string(), e);
+      fail(target, "cannot access " + shown(p), e);
     }
     if (S_ISLNK(st.st_mode)) {
       if (hops >= 40) fail(target, "cannot follow symbolic links", ELOOP);
@@ -256,7 +260,7 @@ Resolved resolve(const fs::path& target) {
       if (on_procfs(p.parent_path())) {
         if (::stat(p.c_str(), &st) != 0) {
           const int e = errno;
-          fail(target, "cannot access " + p.string(), e);
+          fail(target, "cannot access " + shown(p), e);
         }
         if (S_ISDIR(st.st_mode)) fail(target, "cannot write", EISDIR);
         return {p, true, st};
@@ -265,10 +269,10 @@ Resolved resolve(const fs::path& target) {
       const ssize_t n = ::readlink(p.c_str(), link.data(), link.size());
       if (n < 0) {
         const int e = errno;
-        fail(target, "cannot read the symbolic link " + p.string(), e);
+        fail(target, "cannot read the symbolic link " + shown(p), e);
       }
       if (static_cast<std::size_t>(n) >= link.size())
-        fail(target, "cannot read the symbolic link " + p.string(), ENAMETOOLONG);
+        fail(target, "cannot read the symbolic link " + shown(p), ENAMETOOLONG);
       link.resize(static_cast<std::size_t>(n));
       const fs::path next(link);
       p = next.is_absolute() ? next : p.parent_path() / next;
@@ -312,9 +316,9 @@ void create_temp(const fs::path& target, const fs::path& final_path, Temp& t) {
       short_name = true;
       continue;
     }
-    fail(target, "cannot create a temporary file in " + (dir.empty() ? std::string(".") : dir.string()), e);
+    fail(target, "cannot create a temporary file in " + (dir.empty() ? std::string(".") : shown(dir)), e);
   }
-  fail(target, "cannot create a temporary file in " + (dir.empty() ? std::string(".") : dir.string()), EEXIST);
+  fail(target, "cannot create a temporary file in " + (dir.empty() ? std::string(".") : shown(dir)), EEXIST);
 }
 
 void remove_temp(Temp& t) {
@@ -361,14 +365,14 @@ void write_file_atomically(const fs::path& target, const std::function<void(std:
         (void)!::fchown(t.fd.fd, static_cast<uid_t>(-1), r.st->st_gid);
       if (::fchmod(t.fd.fd, r.st->st_mode & 07777) != 0) {
         const int e = errno;
-        fail(target, "cannot set the permissions of the temporary file " + t.path, e);
+        fail(target, "cannot set the permissions of the temporary file " + shown(t.path), e);
       }
     }
     write_through(t.fd.fd, target, write);
     if (const int e = t.fd.release_and_close()) fail(target, "write failed", e);
     if (::rename(t.path.c_str(), r.path.c_str()) != 0) {
       const int e = errno;
-      fail(target, "cannot rename the temporary file " + t.path + " to " + r.path.string(), e);
+      fail(target, "cannot rename the temporary file " + shown(t.path) + " to " + shown(r.path), e);
     }
     unregister_temp(t.slot);
   } catch (...) {

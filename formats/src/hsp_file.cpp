@@ -18,6 +18,7 @@
 
 #include "hisparse/formats/atomic_file.hpp"
 #include "hisparse/formats/builder.hpp"
+#include "hisparse/formats/error.hpp"
 #include "hisparse/formats/traverse.hpp"
 #include "hisparse/formats/validate.hpp"
 
@@ -45,8 +46,9 @@ static_assert(sizeof(RawHeader) == hsp_header_bytes);
 static_assert(offsetof(RawHeader, reserved0) == 44 && offsetof(RawHeader, scale_re) == 48 &&
               offsetof(RawHeader, header_checksum) == 80 && offsetof(RawHeader, reserved1) == 88);
 
+// The file name is shown escaped (printable_text): a name is input text too.
 [[noreturn]] void fail(const std::filesystem::path& p, const std::string& what) {
-  throw Error(p.string() + ": " + what);
+  throw Error(printable_text(p.string()) + ": " + what);
 }
 
 // Shortest text that reads back as the same double (1e+39, 16777217, nan).

@@ -338,6 +338,45 @@ TEST(HspFile, RefusesNonRegularFilesWithoutOpeningThem) {
   EXPECT_EQ(load_hsp<double>(link).nnz(), 1u);
 }
 
+// ---- Issue 19, class 14: file names in messages are escaped -------------------
+
+TEST(HspFile, FileNamesInMessagesAreEscaped) {
+  // f(p) must throw a hisparse::Error whose message shows the name escaped
+  // (\x1b), the reason, and no raw ESC byte.
+  const auto expect_escaped = [](const fs::path& p, const std::string& needle, auto&& f) {
+    try {
+      f(p);
+      ADD_FAILURE() << "accepted " << printable_text(p.string());
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(printable_text(p.string()) + ": "), std::string::npos) << printable_text(msg);
+      EXPECT_NE(msg.find("\\x1b[1m"), std::string::npos) << printable_text(msg);
+      EXPECT_NE(msg.find(needle), std::string::npos) << printable_text(msg);
+      EXPECT_EQ(msg.find('\x1b'), std::string::npos) << printable_text(msg);
+    }
+  };
+  const auto load = [](const fs::path& f) { (void)load_hsp<double>(f); };
+  const auto missing = temp_path("missing\x1b[1m.hsp");
+  fs::remove(missing);
+  expect_escaped(missing, "cannot open for reading", load);
+  expect_escaped(missing, "cannot open for reading", [](const fs::path& f) { (void)read_hsp_info(f); });
+  expect_escaped(missing, "cannot open for reading", [](const fs::path& f) { (void)load_hsp_as<float>(f); });
+  const auto garbage = temp_path("garbage\x1b[1m.hsp");
+  write_bytes(garbage, std::string("HISPARSE") + std::string(100, '\x1b'));
+  expect_escaped(garbage, "", load);
+  write_bytes(garbage, "\x1b]0;title\x07 not an .hsp file" + std::string(96, ' '));
+  expect_escaped(garbage, "bad magic", load);
+  fs::remove(garbage);
+  // Saving: the atomic writer's messages escape the target and the paths it names.
+  const Matrix<double> m = build_matrix(Coo<double>{2, 2, {0}, {1}, {1.0}}, 2);
+  const auto nowhere = temp_path("no-such-dir\x1b[1m") / "out.hsp";
+  expect_escaped(nowhere, "cannot create a temporary file", [&](const fs::path& f) { save_hsp(f, m); });
+  const auto dir = temp_path("dir\x1b[1m.hsp");
+  fs::create_directories(dir);
+  expect_escaped(dir, "Is a directory", [&](const fs::path& f) { save_hsp(f, m); });
+  fs::remove(dir);
+}
+
 // ---- Issue 19, class 6: narrowing on load --------------------------------------
 
 TEST(HspFile, NarrowingFollowsTheMatrixMarketRules) {

@@ -541,6 +541,86 @@ class Cli(unittest.TestCase):
         p = run("info", self.path("ok\x1b[1m.mtx"))
         self.assertIn("ok\\x1b[1m.mtx: 1 x 1", p.stdout)
         self.assertNotIn("\x1b", p.stdout)
+        # Option values that our own checks quote: --device, bench --ops, gen's kind.
+        jazz = os.path.join(MATRICES, "jazz.mtx")
+        for args, text in ((["spmv", jazz, "--x", self.path("x.mtx"), "--out", self.path("y.mtx"),
+                             "--device", "\x1b[5m"], "--device must be host or gpu, not '\\x1b[5m'"),
+                           (["bench", "--ops", "spmv,\x1b[5m", "--host-only"], "unknown operation '\\x1b[5m'"),
+                           (["gen", "\x1b[5m", self.path("g.mtx")], "unknown matrix kind '\\x1b[5m'")):
+            p = run(*args, ok=False)
+            self.assertEqual(p.returncode, 2, f"{args}: {p.stderr}")
+            self.assertIn(text, p.stderr)
+            self.assertNotIn("\x1b", p.stderr)
+
+    def test_parse_errors_escape_arguments(self):
+        """CLI11's own messages repeat the raw argument: shown escaped, with its trailer."""
+        jazz = os.path.join(MATRICES, "jazz.mtx")
+        for args, text in ((["info", jazz, "--\x1b[2Jx"], "--\\x1b[2Jx"),
+                           (["info", jazz, "extra\x1b]0;t\x07"], "extra\\x1b]0;t\\x07"),
+                           (["info", jazz, "--node-size", "3\x1b[5m"], "3\\x1b[5m")):
+            p = run(*args, ok=False)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn(text, p.stderr)
+            self.assertNotIn("\x1b", p.stderr)
+            self.assertNotIn("\x07", p.stderr)
+            self.assertIn("Run with --help", p.stderr)
+        p = run("info", jazz, "--bogus", ok=False)
+        self.assertIn("--bogus", p.stderr)
+        self.assertTrue(p.stderr.endswith("\n"))
+        # A validator's message is escaped once, not twice.
+        p = run("info", jazz, "--node-size", "a\\b", ok=False)
+        self.assertIn("not 'a\\\\b'", p.stderr)
+        self.assertNotIn("\\\\\\\\", p.stderr)
+
+    def test_hsp_narrowing_follows_the_matrix_market_rules(self):
+        """--precision f32 on an f64 .hsp converts like the Matrix Market reader:
+        16777217 (inexact) and 1e39 (overflow) are errors naming the file, the
+        value and its place, not 16777216 and inf (issue 19, class 6)."""
+        write_vec(self.path("x.mtx"), [1.0] * 4)
+        for value, message in ((16777217.0, "integer value 16777217 is not exactly representable in f32"),
+                               (1e39, "value 1e+39 overflows f32")):
+            write_mtx(self.path("a.mtx"), 3, 4, [((0, 0), 1.5), ((2, 1), value)])
+            run("convert", self.path("a.mtx"), self.path("a.hsp"))
+            self.assertEqual(self.info(self.path("a.hsp"))["value_type"], "f64")
+            for args in (["convert", self.path("a.hsp"), self.path("b.hsp"), "--precision", "f32"],
+                         ["convert", self.path("a.hsp"), self.path("b.mtx"), "--precision", "c64",
+                          "--node-size", "4"],
+                         ["info", self.path("a.hsp"), "--precision", "f32"],
+                         ["spmv", self.path("a.hsp"), "--x", self.path("x.mtx"), "--out", self.path("y.mtx"),
+                          "--precision", "f32", "--device", "host"]):
+                p = run(*args, ok=False)
+                self.assertEqual(p.returncode, 1, f"{args}: {p.stderr}")
+                self.assertIn(self.path("a.hsp") + ": ", p.stderr)
+                self.assertIn(message.replace("f32", "c64") if "c64" in args else message, p.stderr)
+                self.assertIn("at (row 2, column 1), 0-based", p.stderr)
+                self.assertEqual(p.stderr.count("\n"), 1, "one clear message")
+                for out in ("b.hsp", "b.mtx", "y.mtx"):
+                    self.assertFalse(os.path.exists(self.path(out)))
+            # add: B follows A's precision (f32 here), by the same rules.
+            run("convert", os.path.join(MATRICES, "jazz.mtx"), self.path("j32.hsp"), "--precision", "f32")
+            write_mtx(self.path("a.mtx"), 198, 198, [((0, 0), 1.5), ((2, 1), value)])
+            run("convert", self.path("a.mtx"), self.path("a198.hsp"))
+            p = run("add", self.path("j32.hsp"), self.path("a198.hsp"), self.path("c.mtx"), "--device", "host",
+                    ok=False)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn(self.path("a198.hsp") + ": " + message, p.stderr)
+            self.assertFalse(os.path.exists(self.path("c.mtx")))
+        # Exact and in-range values convert, with or without a node-size change.
+        write_mtx(self.path("a.mtx"), 3, 4, [((0, 0), 1.5), ((2, 1), 16777216.0), ((1, 3), 3e38)])
+        run("convert", self.path("a.mtx"), self.path("a.hsp"))
+        for extra in ([], ["--node-size", "4"], ["--no-wide-nodes"]):
+            run("convert", self.path("a.hsp"), self.path("b.hsp"), "--precision", "f32", *extra)
+            self.assertEqual(self.info(self.path("b.hsp"))["value_type"], "f32")
+            run("convert", self.path("b.hsp"), self.path("b.mtx"))
+            rows, cols, got = read_mtx(self.path("b.mtx"))
+            self.assertEqual((rows, cols), (3, 4))
+            self.assertEqual(got[(0, 0)], 1.5)
+            self.assertEqual(got[(2, 1)], 16777216.0)
+            self.assertAlmostEqual(got[(1, 3)] / 3e38, 1.0, places=6)
+        run("spmv", self.path("a.hsp"), "--x", self.path("x.mtx"), "--out", self.path("y.mtx"), "--precision", "f32",
+            "--device", "host")
+        y = read_mtx(self.path("y.mtx"))
+        self.assertEqual((y[0], y[2]), (1.5, 16777216.0))
 
     def test_output_is_atomic(self):
         target = self.path("keep.hsp")

@@ -331,7 +331,7 @@ void add_bench_command(CLI::App& app) {
       if (op == "spmv") c->opt.spmv = true;
       else if (op == "copy") c->opt.copy = true;
       else if (op == "add") c->opt.add = true;
-      else throw UsageError("--ops: unknown operation '" + op + "' (spmv, copy, add)");
+      else throw UsageError("--ops: unknown operation '" + printable_text(op) + "' (spmv, copy, add)");
       at = end + 1;
     }
     const bool f32 = c->precision.find("f32") != std::string::npos, f64 = c->precision.find("f64") != std::string::npos;

@@ -12,7 +12,7 @@ Device resolve_device(const std::string& requested) {
     if (!gpu_available()) throw Error("--device gpu: no CUDA device is available to this build");
     return Device::gpu;
   }
-  throw UsageError("--device must be host or gpu, not '" + requested + "'");
+  throw UsageError("--device must be host or gpu, not '" + printable_text(requested) + "'");
 }
 
 }  // namespace hisparse::cli

@@ -4,6 +4,10 @@
 
 #include <cstdio>
 #include <exception>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <string_view>
 
 #include "commands.hpp"
 #include "hisparse/formats/error.hpp"
@@ -25,7 +29,19 @@ int main(int argc, char** argv) {
   } catch (const CLI::Success& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
+    // CLI11's messages repeat the raw arguments ("The following argument was
+    // not expected: ..."), so what it says is shown escaped (printable_text),
+    // like every other message; its own trailer ("Run with --help ...") and
+    // line ends are kept as they are.
+    std::ostringstream err;
+    app.exit(e, std::cout, err);
+    const std::string text = err.str(), what = e.what();
+    // The message comes first; what follows is CLI11's own text. Should the
+    // format ever differ, all of it is escaped (line ends included).
+    const std::size_t n = text.compare(0, what.size(), what) == 0 ? what.size() : text.size();
+    std::string shown = hisparse::printable_text(std::string_view(text).substr(0, n)) + text.substr(n);
+    if (!shown.empty() && shown.back() != '\n') shown += '\n';
+    std::fputs(shown.c_str(), stderr);
     return 2;
   } catch (const hisparse::cli::UsageError& e) {
     std::fprintf(stderr, "hisparse: usage error: %s\n", e.what());

@@ -14,6 +14,16 @@ namespace {
 
 bool is_hsp(const std::filesystem::path& f) { return f.extension() == ".hsp"; }
 
+Precision precision_of_value_type(ValueType t) {
+  switch (t) {
+    case ValueType::f32: return Precision::f32;
+    case ValueType::f64: return Precision::f64;
+    case ValueType::c64: return Precision::c64;
+    case ValueType::c128: break;
+  }
+  return Precision::c128;
+}
+
 template <class To, class From>
 Coo<To> convert_values(Coo<From>&& in) {
   if constexpr (std::is_same_v<To, From>) {
@@ -40,7 +50,8 @@ CLI::Validator node_size_validator() {
           checked_log2_node_size(static_cast<std::uint32_t>(std::stoul(s)));
           return {};
         } catch (const std::exception&) {
-          return "node size must be a power of two in [2, 256], not '" + printable_text(s) + "'";
+          // Raw here: main() shows every CLI11 message escaped (printable_text).
+          return "node size must be a power of two in [2, 256], not '" + s + "'";
         }
       },
       "POW2 in [2,256]");
@@ -65,12 +76,13 @@ CLI::Validator number_validator() {
         errno = 0;
         char* end = nullptr;
         const long double v = std::strtold(s.c_str(), &end);
-        // Said here rather than by CLI11, whose message would echo the raw text.
-        if (end != s.c_str() + s.size()) return "'" + printable_text(s) + "' is not a number";
+        // Said here rather than by CLI11 (which would call it a conversion
+        // error). The text is raw: main() shows CLI11's messages escaped.
+        if (end != s.c_str() + s.size()) return "'" + s + "' is not a number";
         // Beyond DBL_MAX plus half an ulp, rounding gives infinity.
         const long double limit = std::ldexp(1.0L, 1024) - std::ldexp(1.0L, 970);
         const bool overflow = std::isinf(v) ? errno == ERANGE : std::fabs(v) >= limit;
-        if (overflow) return "'" + printable_text(s) + "' is out of the range of f64";
+        if (overflow) return "'" + s + "' is out of the range of f64";
         return {};
       },
       "NUMBER");
@@ -138,20 +150,27 @@ AnyMatrix load_matrix(const std::filesystem::path& file, std::optional<std::uint
   check_extension(file, "matrix file");
   if (node_size) checked_log2_node_size(*node_size);
   if (is_hsp(file)) {
-    const HspInfo info = read_hsp_info(file);
+    // Another value type than the file's goes through load_hsp_as, which
+    // converts by the Matrix Market reader's rules (1e39 or 16777217 as f32
+    // are errors naming the file, the value and its position), in one open.
+    // Without --precision, the header says which type to load.
     AnyMatrix m;
-    switch (info.value_type) {
-      case ValueType::f32: m = load_hsp<float>(file); break;
-      case ValueType::f64: m = load_hsp<double>(file); break;
-      case ValueType::c64: m = load_hsp<std::complex<float>>(file); break;
-      case ValueType::c128: m = load_hsp<std::complex<double>>(file); break;
+    switch (precision ? *precision : precision_of_value_type(read_hsp_info(file).value_type)) {
+      case Precision::f32: m = precision ? load_hsp_as<float>(file) : load_hsp<float>(file); break;
+      case Precision::f64: m = precision ? load_hsp_as<double>(file) : load_hsp<double>(file); break;
+      case Precision::c64:
+        m = precision ? load_hsp_as<std::complex<float>>(file) : load_hsp<std::complex<float>>(file);
+        break;
+      case Precision::c128:
+        m = precision ? load_hsp_as<std::complex<double>>(file) : load_hsp<std::complex<double>>(file);
+        break;
     }
-    return std::visit([&](const auto& mm) {
+    return std::visit([&](const auto& mm) -> AnyMatrix {
       using V = typename std::decay_t<decltype(mm)>::value_type;
       try {
-        // The file carries its own format; it is rebuilt only when asked to differ.
-        return as_precision(mm, precision.value_or(precision_of<V>()), node_size.value_or(mm.node_size()),
-                            wide_nodes);
+        // Already in its value type; the file carries its own node size and
+        // format, and is rebuilt only when asked to differ.
+        return as_precision(mm, precision_of<V>(), node_size.value_or(mm.node_size()), wide_nodes);
       } catch (const Error& e) {
         throw Error(printable_text(file.string()) + ": " + e.what());
       }

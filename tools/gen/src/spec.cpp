@@ -141,8 +141,8 @@ std::uint64_t parse_uint(std::string_view name, std::string_view text) {
   std::uint64_t v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc{} || end != text.data() + text.size())
-    throw SpecError("parameter '" + std::string(name) + "' must be a non-negative integer, not '" +
-                    std::string(text) + "'");
+    throw SpecError("parameter '" + printable_text(name) + "' must be a non-negative integer, not '" +
+                    printable_text(text) + "'");
   return v;
 }
 
@@ -150,7 +150,7 @@ double parse_real(std::string_view name, std::string_view text) {
   double v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc{} || end != text.data() + text.size() || !std::isfinite(v))
-    throw SpecError("parameter '" + std::string(name) + "' must be a number, not '" + std::string(text) + "'");
+    throw SpecError("parameter '" + printable_text(name) + "' must be a number, not '" + printable_text(text) + "'");
   return v;
 }
 
@@ -201,7 +201,7 @@ Kind parse_kind(std::string_view name) {
     if (d.name == name) return d.kind;
   std::string known;
   for (const KindDef& d : kind_table()) known += (known.empty() ? "" : ", ") + std::string(d.name);
-  throw SpecError("unknown matrix kind '" + std::string(name) + "' (kinds: " + known + ")");
+  throw SpecError("unknown matrix kind '" + printable_text(name) + "' (kinds: " + known + ")");
 }
 
 std::vector<std::string_view> kind_params(Kind k) {
@@ -218,7 +218,7 @@ void set_param(GenSpec& spec, std::string_view name, std::string_view value) {
     return;
   }
   const ParamDef* p = find_param(name);
-  if (!p) throw SpecError("unknown parameter '" + std::string(name) + "'");
+  if (!p) throw SpecError("unknown parameter '" + printable_text(name) + "'");
   std::visit(
       [&](auto field) {
         auto& v = spec.*field;
@@ -241,7 +241,7 @@ GenSpec parse_spec(std::string_view text) {
     const std::string_view item = rest.substr(0, comma);
     const std::size_t eq = item.find('=');
     if (eq == std::string_view::npos || eq == 0)
-      throw SpecError("'" + std::string(item) + "' in '" + std::string(text) + "' is not name=value");
+      throw SpecError("'" + printable_text(item) + "' in '" + printable_text(text) + "' is not name=value");
     set_param(spec, item.substr(0, eq), item.substr(eq + 1));
     if (comma == std::string_view::npos) break;
     rest.remove_prefix(comma + 1);

@@ -66,6 +66,7 @@
 #include <vector>
 
 #include "hisparse/formats/coo.hpp"
+#include "hisparse/formats/error.hpp"  // printable_text
 
 namespace hisparse {
 
@@ -142,13 +143,6 @@ std::vector<V> read_vector(const std::filesystem::path& file, const MmLimits& li
 template <class V>
 std::vector<V> read_vector(const std::filesystem::path& file, std::uint64_t expected_length,
                            const MmLimits& limits = {});
-
-// Input text as it may appear in a message: printable ASCII and valid UTF-8
-// pass through; control bytes (C0, DEL, C1), bytes that are not valid UTF-8
-// and the bidirectional-override code points are written as escapes (\x1b,
-// \t, \u202e), and a backslash as \\, so what is shown is unambiguous and a
-// terminal escape sequence in a hostile file or file name stays inert.
-std::string printable_text(std::string_view text);
 
 // Throws hisparse::Error (before creating anything) when the Coo is
 // inconsistent: row/col/val of different lengths or an index outside
