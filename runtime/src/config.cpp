@@ -81,8 +81,6 @@ ResolvedConfig resolve(const RuntimeConfig& config, const SetupDescription& setu
              std::to_string(limits.device_pending_launch_limit) + " (the device runtime's pending-launch limit)");
 
     r.min_running_blocks = config.min_running_blocks == 0 ? limits.multiprocessors : config.min_running_blocks;
-    r.max_blocks_per_launch =
-        config.max_blocks_per_launch == 0 ? 4 * limits.multiprocessors : config.max_blocks_per_launch;
     r.pending_launch_limit = config.pending_launch_limit;
     r.persistent_blocks_per_sm = config.persistent_blocks_per_sm;
     r.drain = config.drain;

@@ -96,7 +96,6 @@ TEST(Config, DefaultsResolve) {
     EXPECT_EQ(r.queues[0].shared_bytes, 8u * 512u);
     EXPECT_EQ(r.max_shared_bytes, 4096u);
     EXPECT_EQ(r.min_running_blocks, 132u);
-    EXPECT_EQ(r.max_blocks_per_launch, 528u);
 }
 
 TEST(Config, CapacitiesRoundUpToPowersOfTwo) {

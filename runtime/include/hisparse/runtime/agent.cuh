@@ -41,7 +41,7 @@ __device__ inline void claim_batch(const DeviceState<Setup, State>* ds, unsigned
 // (settle_kernel), so the block does neither: no waits on sequence words
 // and no atomics on the queue's hot counters per batch.
 template <class Setup, class State, std::size_t I>
-__device__ void run_batch(const DeviceState<Setup, State>* ds, const BatchClaim& claim, unsigned char* shared,
+__device__ __forceinline__ void run_batch(const DeviceState<Setup, State>* ds, const BatchClaim& claim, unsigned char* shared,
                           unsigned tid, LocalStash* stash, bool settled = false) {
     using P = typename Setup::template procedure_at<I>;
     using Payload = typename P::payload_type;

@@ -40,7 +40,6 @@ struct RuntimeConfig {
     std::uint32_t default_threshold = 0;
     std::vector<std::uint32_t> thresholds;
     std::uint32_t min_running_blocks = 0;      // 0: number of multiprocessors
-    std::uint32_t max_blocks_per_launch = 0;   // 0: 4 x multiprocessors
     std::uint32_t pending_launch_limit = 1024; // device-side launches not yet started (CUDA default limit 2048)
     std::uint32_t persistent_blocks_per_sm = 0; // 0: as many as fit (occupancy)
     // dynamic_parallelism: a worker keeps dequeuing from its queue until it is
@@ -103,7 +102,6 @@ struct ResolvedConfig {
     Controller controller = Controller::persistent;
     std::uint32_t block_size = 0;
     std::uint32_t min_running_blocks = 0;
-    std::uint32_t max_blocks_per_launch = 0;
     std::uint32_t pending_launch_limit = 0;
     std::uint32_t persistent_blocks_per_sm = 0;
     std::uint32_t max_shared_bytes = 0;  // largest worker shared memory (the megakernel's)

@@ -38,7 +38,6 @@ struct DeviceState {
     unsigned drain = 1;
     unsigned linger_ns = 0;
     unsigned min_running_blocks = 0;
-    unsigned max_blocks_per_launch = 0;
     unsigned pending_launch_limit = 0;
     unsigned local_stash = 0;   // persistent blocks keep a batch of their own children (RuntimeConfig)
     unsigned stash_offset = 0;  // byte offset of that stash in the megakernel's dynamic shared memory

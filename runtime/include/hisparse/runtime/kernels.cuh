@@ -15,11 +15,14 @@ enum WorkerMode : unsigned {
     worker_plain = 0,
     worker_count_blocks = 1,  // dp controller: count started/finished blocks
     // The controller has claimed the launch's items (positions [first, first
-    // + count)) and settles them after the grid (settle_kernel): block b runs
-    // the b-th batch of that range, with no claim and no per-batch atomics
-    // on the queue's counters. The hardware's block scheduler then does what
-    // claiming did, as in a plain data-parallel kernel.
+    // + count)): block b runs the b-th batch of that range, with no claim.
+    // The hardware's block scheduler then does what claiming did, as in a
+    // plain data-parallel kernel.
     worker_preclaimed = 2,
+    // ... and settles them after the grid (settle_kernel, the tail
+    // controller's next round): no per-batch atomics on the queue's counters
+    // either, and no sequence waits (the items were published before).
+    worker_settled_later = 4,
 };
 
 // What the pre-claimed launches of one round leave for the controller to
@@ -81,14 +84,23 @@ __global__ void __launch_bounds__(Setup::block_size, (worker_min_blocks<Setup, I
     const unsigned tid = threadIdx.x;
     const QueueView& view = ds->queues[queue];
     if ((mode & worker_preclaimed) != 0u) {
+        const bool counted = (mode & worker_count_blocks) != 0u;
+        if (counted && blockIdx.x == 0 && tid == 0) atomicAdd(&ds->counters->kernels_started, 1ull);
         const unsigned long long begin = static_cast<unsigned long long>(blockIdx.x) * view.items_per_block;
-        if (begin >= count) return;
-        const BatchClaim mine{first + begin, static_cast<unsigned>(min(static_cast<unsigned long long>(view.items_per_block),
-                                                                        count - begin)),
-                              queue, 0};
         // After an error or an abort the items are dropped, as claim_batch would.
-        if (should_stop(ds->counters)) return;
-        run_batch<Setup, State, I>(ds, mine, dynamic_shared, tid, nullptr, true);
+        if (begin < count && !should_stop(ds->counters)) {
+            const BatchClaim mine{first + begin,
+                                  static_cast<unsigned>(min(static_cast<unsigned long long>(view.items_per_block), count - begin)),
+                                  queue, 0};
+            run_batch<Setup, State, I>(ds, mine, dynamic_shared, tid, nullptr, (mode & worker_settled_later) != 0u);
+        }
+        if (counted) {
+            __syncthreads();
+            if (tid == 0) {
+                __threadfence();
+                device_atomic<int>(ds->counters->running_blocks).fetch_sub(1, cuda::memory_order_release);
+            }
+        }
         return;
     }
     bool first_claim = true;
@@ -201,7 +213,7 @@ __global__ void __launch_bounds__(32) dp_controller_kernel(const DeviceState<Set
     constexpr auto procedures = std::make_index_sequence<Setup::procedure_count>{};
     const unsigned lane = threadIdx.x;
     RunCounters* counters = ds->counters;
-    unsigned launched_blocks[per_lane] = {};
+    unsigned launched_blocks[per_lane] = {};  // self-claiming blocks launched, per queue of this lane
     unsigned long long rounds = 0;
     unsigned backoff = 32;
     while (true) {
@@ -223,13 +235,13 @@ __global__ void __launch_bounds__(32) dp_controller_kernel(const DeviceState<Set
             if (available <= 0) continue;
             const unsigned lingering =
                 device_atomic<unsigned>(view.run->lingering).load(cuda::memory_order_relaxed);
+            // Items that self-claiming blocks, launched and not started or
+            // lingering, will take.
             const long long waiting =
                 static_cast<long long>(launched_blocks[k] - started + lingering) * view.items_per_block;
             const long long uncovered = available - waiting;
             if (uncovered <= 0) continue;
             if (uncovered < view.threshold && running >= static_cast<int>(ds->min_running_blocks)) continue;
-            unsigned long long blocks = (uncovered + view.items_per_block - 1) / view.items_per_block;
-            if (blocks > ds->max_blocks_per_launch) blocks = ds->max_blocks_per_launch;
             // Stay inside the device runtime's pending-launch buffer.
             const unsigned long long issued = atomicAdd(&counters->kernel_launches, 1ull);
             const unsigned long long begun =
@@ -238,12 +250,35 @@ __global__ void __launch_bounds__(32) dp_controller_kernel(const DeviceState<Set
                 atomicAdd(&counters->kernel_launches, ~0ull);  // -1
                 continue;
             }
-            atomicAdd(&counters->running_blocks, static_cast<int>(blocks));
-            atomicAdd(&counters->blocks_launched, blocks);
-            launched_blocks[k] += static_cast<unsigned>(blocks);
-            const cudaError_t e =
-                launch_worker(ds, view.procedure, q, static_cast<unsigned>(blocks), ds->block_size, view.shared_bytes,
-                              cudaStreamFireAndForget, worker_count_blocks, ds->drain ? 0u : 1u, 0ull, 0u, procedures);
+            cudaError_t e = cudaSuccess;
+            unsigned blocks = 1;
+            if (uncovered <= view.items_per_block) {
+                // A batch or less (a dependent chain's next level): one block
+                // that claims for itself, drains the queue and lingers for
+                // the next level, which then needs no launch.
+                atomicAdd(&counters->running_blocks, 1);
+                launched_blocks[k] += 1;
+                e = launch_worker(ds, view.procedure, q, 1u, ds->block_size, view.shared_bytes, cudaStreamFireAndForget,
+                                  worker_count_blocks, ds->drain ? 0u : 1u, 0ull, 0u, procedures);
+            } else {
+                // More: the controller claims them (an exact claim, so nothing
+                // is run twice) and launches a block per batch. Blocks that
+                // looped over claims (a grid capped at a few per SM) ran a leaf
+                // level 5-10x slower: a chain of claims per block instead of
+                // the hardware's block scheduler (perf-log R4).
+                unsigned long long first = 0;
+                const unsigned got = view.claim(static_cast<unsigned>(uncovered), first, true);
+                if (got == 0u) {
+                    atomicAdd(&counters->kernel_launches, ~0ull);
+                    continue;
+                }
+                blocks = (got + view.items_per_block - 1) / view.items_per_block;
+                atomicAdd(&counters->running_blocks, static_cast<int>(blocks));
+                e = launch_worker(ds, view.procedure, q, blocks, ds->block_size, view.shared_bytes,
+                                  cudaStreamFireAndForget, worker_count_blocks | worker_preclaimed, 1u, first, got,
+                                  procedures);
+            }
+            atomicAdd(&counters->blocks_launched, static_cast<unsigned long long>(blocks));
             if (launch_failed(ds, e)) {
                 atomicSub(&counters->running_blocks, static_cast<int>(blocks));
                 break;
@@ -317,7 +352,8 @@ __global__ void __launch_bounds__(32) tail_controller_kernel(const DeviceState<S
             atomicAdd(&counters->kernel_launches, 1ull);
             atomicAdd(&counters->blocks_launched, static_cast<unsigned long long>(blocks));
             const cudaError_t e = launch_worker(ds, view.procedure, q, blocks, ds->block_size, view.shared_bytes,
-                                                cudaStreamFireAndForget, worker_preclaimed, 1u, first, count, procedures);
+                                                cudaStreamFireAndForget, worker_preclaimed | worker_settled_later, 1u, first, count,
+                                                procedures);
             if (launch_failed(ds, e)) break;
             view.run->preclaimed = count;
             launched = true;
@@ -345,8 +381,22 @@ __global__ void __launch_bounds__(32) tail_controller_kernel(const DeviceState<S
 // completed) is zero. An item's children are counted before the item itself is
 // retired, so pending cannot touch zero while work remains (no early end), and
 // when it is non-zero some item is queued or running (no hang).
+// The megakernel runs every procedure, so it honours the most permissive of
+// their occupancy policies (min_blocks_per_sm): SpMV's 167 registers had left
+// it one block per multiprocessor.
+template <class Setup>
+inline constexpr std::uint32_t megakernel_min_blocks = []<std::size_t... I>(std::index_sequence<I...>) {
+    std::uint32_t m = ~0u;
+    ((m = min_blocks_of<typename Setup::template procedure_at<I>>() < m
+              ? min_blocks_of<typename Setup::template procedure_at<I>>()
+              : m),
+     ...);
+    return m;
+}(std::make_index_sequence<Setup::procedure_count>{});
+
 template <class Setup, class State>
-__global__ void __launch_bounds__(Setup::block_size) persistent_kernel(const DeviceState<Setup, State>* ds) {
+__global__ void __launch_bounds__(Setup::block_size, (megakernel_min_blocks<Setup>))
+    persistent_kernel(const DeviceState<Setup, State>* ds) {
     constexpr unsigned queue_count = Setup::queue_count;
     constexpr auto procedures = std::make_index_sequence<Setup::procedure_count>{};
     extern __shared__ __align__(16) unsigned char dynamic_shared[];

@@ -305,7 +305,6 @@ private:
         ds->local_stash = use_stash_ ? 1u : 0u;
         ds->stash_offset = stash_offset_;
         ds->min_running_blocks = config_.min_running_blocks;
-        ds->max_blocks_per_launch = config_.max_blocks_per_launch;
         ds->pending_launch_limit = config_.pending_launch_limit;
         check(cudaMemcpyAsync(device_state_.get(), ds, sizeof(DeviceStateT), cudaMemcpyHostToDevice, stream_),
               "cudaMemcpyAsync(device state)");
@@ -376,9 +375,10 @@ private:
                 if (available <= 0) continue;
                 const auto& rq = config_.queues[q];
                 const unsigned blocks = (static_cast<unsigned>(available) + rq.items_per_block - 1) / rq.items_per_block;
+                constexpr unsigned mode = detail::worker_preclaimed | detail::worker_settled_later;
                 check(detail::launch_worker_from_host(device_state(), rq.procedure, q, blocks, config_.block_size,
-                                                      rq.shared_bytes, stream_, detail::worker_preclaimed, 1u,
-                                                      snapshot[q].head, static_cast<unsigned>(available), procedures),
+                                                      rq.shared_bytes, stream_, mode, 1u, snapshot[q].head,
+                                                      static_cast<unsigned>(available), procedures),
                       "launch of worker_kernel (host loop)");
                 ++launches;
                 blocks_total += blocks;
