@@ -1,8 +1,11 @@
 // hisparse-rt-bench: per controller, the latency of an empty run, the latency
 // per level of a chain of dependent items, and items per second for a tree of
-// tiny items and for a wide fan-out. Prints a Markdown table.
+// tiny items and for a wide fan-out; then a real traversal: the SpMV of
+// generated matrices as one runtime run per call (real_traversal.hpp), with
+// its profile. Prints Markdown tables.
 //
 //   hisparse-rt-bench [--controller NAME] [--levels N] [--depth D] [--repeat R] [--blocks-per-sm N]
+//                     [--real SPEC]... [--no-real] [--real-precision f32,f64] [--profile]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "real_traversal.hpp"
 #include "workloads.cuh"
 
 namespace rt = hisparse::runtime;
@@ -34,7 +38,42 @@ struct Options {
     std::uint32_t repeat = 5;
     std::uint32_t empty_runs = 200;
     std::uint32_t blocks_per_sm = 0;  // persistent: 0 = as many as fit
+    // The issue-14 yardsticks: a 2D Laplacian of 84 M entries, an R-MAT graph of 32 M.
+    std::vector<std::string> real = {"laplace2d:n=4096", "rmat:scale=21"};
+    std::vector<std::string> real_precisions = {"f32"};
+    bool profile = false;  // print each real traversal's profile
 };
+
+std::vector<std::string> split_commas(const std::string& s) {
+    std::vector<std::string> out;
+    for (std::size_t at = 0; at <= s.size();) {
+        const std::size_t end = std::min(s.find(',', at), s.size());
+        out.push_back(s.substr(at, end - at));
+        at = end + 1;
+    }
+    return out;
+}
+
+void print_real_traversals(const Options& o) {
+    const auto rows = rt::bench::measure_real_traversals(o.real, o.real_precisions, o.controllers, o.repeat);
+    std::printf("\nreal traversal: SpMV of generated matrices, one full runtime run per call against the recorded "
+                "plan's SpMV; median of %u, cold L2, CUDA events; items, launches and device time from a separate "
+                "profiled run\n\n",
+                o.repeat);
+    std::printf("| matrix | prec | controller | nnz | one-shot (ms) | plan (ms) | x plan | items | launches | "
+                "device (ms) |\n");
+    std::printf("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    for (const auto& r : rows)
+        std::printf("| %s | %s | %s | %llu | %.3f | %.3f | %.2f | %llu | %llu | %.3f |\n", r.matrix.c_str(),
+                    r.precision.c_str(), std::string(rt::to_string(r.controller)).c_str(),
+                    static_cast<unsigned long long>(r.nnz), r.run_ms, r.plan_ms, r.run_ms / r.plan_ms,
+                    static_cast<unsigned long long>(r.stats.total_items()),
+                    static_cast<unsigned long long>(r.stats.kernel_launches), r.stats.profile.device_ms);
+    if (!o.profile) return;
+    for (const auto& r : rows)
+        std::printf("\nprofile: %s %s, %s\n\n%s", r.matrix.c_str(), r.precision.c_str(),
+                    std::string(rt::to_string(r.controller)).c_str(), rt::format_profile(r.stats.profile).c_str());
+}
 
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
@@ -129,6 +168,7 @@ Row measure(const std::string& label, const rt::RuntimeConfig& cfg, const Option
 
 int main(int argc, char** argv) {
     Options o;
+    bool real_named = false;  // the first --real replaces the defaults
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto next = [&]() -> std::string {
@@ -143,10 +183,18 @@ int main(int argc, char** argv) {
         else if (a == "--depth") o.depth = static_cast<std::uint32_t>(std::stoul(next()));
         else if (a == "--repeat") o.repeat = static_cast<std::uint32_t>(std::stoul(next()));
         else if (a == "--blocks-per-sm") o.blocks_per_sm = static_cast<std::uint32_t>(std::stoul(next()));
+        else if (a == "--real") {
+            if (!real_named) o.real.clear();
+            real_named = true;
+            o.real.push_back(next());
+        } else if (a == "--no-real") o.real.clear();
+        else if (a == "--real-precision") o.real_precisions = split_commas(next());
+        else if (a == "--profile") o.profile = true;
         else {
             std::fprintf(stderr,
                          "usage: hisparse-rt-bench [--controller dp|tail|persistent|host] [--levels N] "
-                         "[--depth D] [--repeat R] [--blocks-per-sm N]\n");
+                         "[--depth D] [--repeat R] [--blocks-per-sm N] [--real GENERATOR_SPEC]... [--no-real] "
+                         "[--real-precision f32,f64] [--profile]\n");
             return 2;
         }
     }
@@ -188,6 +236,7 @@ int main(int argc, char** argv) {
                         r.empty_us, r.level_us, r.launches_per_level, r.tiny_items_per_s, r.wide_items_per_s);
         std::printf("\nfloor: one empty kernel launch and the event wait run() uses: %.1f us (median of %u)\n",
                     bare_launch_us(o.empty_runs), o.empty_runs);
+        if (!o.real.empty()) print_real_traversals(o);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "hisparse-rt-bench: %s\n", e.what());
         return 1;

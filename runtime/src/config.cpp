@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdio>
 #include <string>
 
 #include "hisparse/runtime/error.hpp"
@@ -52,6 +53,37 @@ std::uint32_t RunStats::max_fill() const {
     return m;
 }
 
+std::string format_profile(const RunProfile& p) {
+    if (p.empty()) return "(no profile: RuntimeConfig::profile is off)\n";
+    char buf[256];
+    std::string out = "| procedure | items | batches | items per batch | busy (block-ms) | first batch (ms) | last batch ends (ms) |\n"
+                      "| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+    for (const auto& pr : p.procedures) {
+        if (pr.batches == 0) continue;
+        std::snprintf(buf, sizeof buf, "| %s | %llu | %llu | %.1f | %.3f | %.3f | %.3f |\n", pr.name.c_str(),
+                      static_cast<unsigned long long>(pr.items), static_cast<unsigned long long>(pr.batches),
+                      static_cast<double>(pr.items) / static_cast<double>(pr.batches), pr.busy_ms, pr.first_ms,
+                      pr.last_ms);
+        out += buf;
+    }
+    std::snprintf(buf, sizeof buf, "\nrun on the device: %.3f ms; queue fill over time (largest fill seen as a batch ended):\n\n",
+                  p.device_ms);
+    out += buf;
+    out += "| window (ms) | batches |";
+    for (const auto& q : p.queue_names) out += " " + q + " |";
+    out += "\n| --- | ---: |";
+    for (std::size_t q = 0; q < p.queue_names.size(); ++q) out += " ---: |";
+    out += "\n";
+    for (const auto& w : p.fill) {
+        std::snprintf(buf, sizeof buf, "| %.4g-%.4g | %llu |", w.from_ms, w.to_ms,
+                      static_cast<unsigned long long>(w.batches));
+        out += buf;
+        for (auto f : w.max_fill) out += " " + std::to_string(f) + " |";
+        out += "\n";
+    }
+    return out;
+}
+
 namespace {
 [[noreturn]] void fail(const std::string& what) { throw ConfigError("runtime configuration: " + what); }
 }  // namespace
@@ -88,6 +120,7 @@ ResolvedConfig resolve(const RuntimeConfig& config, const SetupDescription& setu
     r.linger_us = config.drain ? config.linger_us : 0;
     r.local_stash = config.local_stash;
     r.watchdog = config.watchdog;
+    r.profile = config.profile;
 
     for (std::uint32_t p = 0; p < setup.procedures.size(); ++p) {
         const auto& proc = setup.procedures[p];

@@ -215,6 +215,62 @@ TEST_P(PerController, TreeOfTinyItemsExactlyOnceAndRepeatable) {
     }
 }
 
+// RuntimeConfig::profile: every batch is counted once, under its procedure,
+// within the run's time, and in one window of the fill timeline; the fill
+// seen never exceeds what the queues held at most.
+TEST_P(PerController, ProfileAccountsForEveryBatch) {
+    const std::uint32_t depth = sizes().tree_depth;
+    std::uint64_t leaves = 1;
+    for (std::uint32_t i = 0; i < depth; ++i) leaves *= 8;
+    TotalsBuffer totals;
+    rt::RuntimeConfig c = config();
+    c.capacities = {static_cast<std::uint32_t>(leaves), static_cast<std::uint32_t>(leaves)};
+    c.profile = true;
+    rt::Runtime<wl::TreeSetup, wl::TreeState> runtime(c, wl::TreeState{totals.device(), 8, depth});
+    runtime.seed<wl::TreeNode>(wl::TreeItem{0, 0});
+    for (int repeat = 0; repeat < 2; ++repeat) {  // the profile starts from zero at every run
+        const auto& s = runtime.run();
+        const rt::RunProfile& p = s.profile;
+        ASSERT_EQ(p.procedures.size(), 2u);
+        EXPECT_EQ(p.procedures[0].name, "tree_node");
+        EXPECT_EQ(p.procedures[1].name, "tree_leaf");
+        std::uint64_t batches = 0;
+        for (std::size_t i = 0; i < 2; ++i) {
+            const rt::ProcedureProfile& pp = p.procedures[i];
+            EXPECT_EQ(pp.items, s.items_per_procedure[i]);
+            // A batch holds at most a block's worth (256 one-thread items).
+            EXPECT_GE(pp.batches * 256u, pp.items) << pp.name;
+            EXPECT_LE(pp.batches, pp.items) << pp.name;
+            EXPECT_GT(pp.busy_ms, 0.0) << pp.name;
+            EXPECT_LE(pp.first_ms, pp.last_ms) << pp.name;
+            EXPECT_LE(pp.last_ms, p.device_ms) << pp.name;
+            batches += pp.batches;
+        }
+        EXPECT_LT(p.device_ms, s.milliseconds + 1.0) << "device time within the host's wall time";
+        ASSERT_FALSE(p.fill.empty());
+        std::uint64_t in_windows = 0;
+        double previous_end = 0.0;
+        for (const rt::FillWindow& w : p.fill) {
+            in_windows += w.batches;
+            EXPECT_LT(w.from_ms, w.to_ms);
+            EXPECT_GE(w.from_ms, previous_end);
+            previous_end = w.to_ms;
+            ASSERT_EQ(w.max_fill.size(), 2u);
+            for (std::uint32_t q = 0; q < 2; ++q) EXPECT_LE(w.max_fill[q], s.max_fill_per_queue[q]);
+        }
+        EXPECT_EQ(in_windows, batches);
+        EXPECT_GE(p.device_ms, p.fill.back().from_ms);
+        EXPECT_NE(rt::format_profile(p).find("| tree_leaf | " + std::to_string(leaves) + " |"), std::string::npos)
+            << rt::format_profile(p);
+    }
+    // Off (the default): nothing recorded.
+    rt::RuntimeConfig off = config();
+    off.capacities = c.capacities;
+    rt::Runtime<wl::TreeSetup, wl::TreeState> plain(off, wl::TreeState{totals.device(), 8, depth});
+    plain.seed<wl::TreeNode>(wl::TreeItem{0, 0});
+    EXPECT_TRUE(plain.run().profile.empty());
+}
+
 // A procedure that takes nearly all of a block's shared memory: the local
 // stash does not fit beside it, so the persistent blocks go without (before,
 // its fixed 2 KiB made such setups fail to construct under every controller).

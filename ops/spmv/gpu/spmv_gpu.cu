@@ -157,9 +157,10 @@ __global__ void __launch_bounds__(wide_block_threads) run_plan_wide_ordered(cons
 constexpr std::size_t wide_columns_max_bytes = 64 * 1024;
 
 template <class V>
-runtime::RuntimeConfig config_for(const DeviceMatrix<V>& a, runtime::Controller c) {
+runtime::RuntimeConfig config_for(const DeviceMatrix<V>& a, const SpmvOptions& o) {
   runtime::RuntimeConfig cfg;
-  cfg.controller = c;
+  cfg.controller = o.controller;
+  cfg.profile = o.profile && !o.reuse_traversal;
   // Every node occupies at least 16 bytes, so no queue ever holds more items
   // than the pool has 16-byte slots.
   const std::uint64_t bound = std::max<std::uint64_t>(1024, a.pool_bytes() / 16);
@@ -197,7 +198,7 @@ struct GpuSpmv<V>::Impl {
   std::uint32_t large_chunk = 128;
 
   Impl(const DeviceMatrix<V>& m, SpmvOptions o, cudaStream_t s)
-      : a(&m), options(o), stream(s), rt(config_for(m, o.controller), {}, s),
+      : a(&m), options(o), stream(s), rt(config_for(m, o), {}, s),
         counts(sizeof(unsigned long long) * plan_list_count) {
     int device = 0;
     cuda_check(cudaGetDevice(&device), "cudaGetDevice");
@@ -406,6 +407,11 @@ void GpuSpmv<V>::operator()(const V* x, V* y, V alpha, V beta) {
 template <class V>
 const SpmvPlanStats& GpuSpmv<V>::stats() const {
   return impl_->stats;
+}
+
+template <class V>
+const runtime::RunStats& GpuSpmv<V>::last_run() const {
+  return impl_->rt.stats();
 }
 
 template <class V>

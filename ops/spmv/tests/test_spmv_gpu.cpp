@@ -164,6 +164,52 @@ TEST(SpmvGpu, EveryControllerWithAndWithoutPlan) {
   }
 }
 
+// SpmvOptions::profile: a one-shot call's runtime statistics (last_run())
+// carry a profile whose items agree with the run's counts, and profiling
+// does not change the result.
+TEST(SpmvGpu, ProfiledOneShotRuns) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const Matrix<double> host = build_matrix(read_matrix_market<double>(matrices_dir() / "bcsstk13.mtx"));
+  for (runtime::Controller c : runtime::all_controllers) {
+    if (!ops::gpu_controller_available(c)) continue;
+    SCOPED_TRACE(std::string(runtime::to_string(c)));
+    ops::SpmvOptions opt{c, false};
+    opt.profile = true;
+    check_all_states(host, opt, rng, "bcsstk13 profiled");
+    DeviceMatrix<double> dev(host);
+    ops::GpuSpmv<double> plan(dev, opt);
+    DeviceVector<double> dx(std::vector<double>(dev.cols(), 1.0)), dy(std::vector<double>(dev.rows(), 0.0));
+    plan(dx.ptr(), dy.ptr());
+    cuda_check(cudaDeviceSynchronize(), "spmv");
+    const runtime::RunStats& s = plan.last_run();
+    ASSERT_FALSE(s.profile.empty());
+    std::uint64_t items = 0, batches = 0;
+    for (const auto& p : s.profile.procedures) {
+      items += p.items;
+      batches += p.batches;
+      if (p.items > 0) {
+        EXPECT_GT(p.batches, 0u) << p.name;
+        EXPECT_LE(p.last_ms, s.profile.device_ms) << p.name;
+      }
+    }
+    EXPECT_EQ(items, s.total_items());
+    EXPECT_GT(s.profile.procedures.front().items, 0u) << "the root is an inner node";
+    EXPECT_EQ(s.profile.procedures.front().name, "spmv-inner");
+    std::uint64_t in_windows = 0;
+    for (const auto& w : s.profile.fill) in_windows += w.batches;
+    EXPECT_EQ(in_windows, batches);
+  }
+  // Without profile (the default), a one-shot run records none.
+  DeviceMatrix<double> dev(host);
+  ops::GpuSpmv<double> plain(dev, ops::SpmvOptions{.reuse_traversal = false});
+  DeviceVector<double> dx(std::vector<double>(dev.cols(), 1.0)), dy(std::vector<double>(dev.rows(), 0.0));
+  plain(dx.ptr(), dy.ptr());
+  EXPECT_TRUE(plain.last_run().profile.empty());
+  EXPECT_GT(plain.last_run().total_items(), 0u);
+}
+
 // Wide (COOW) nodes: scattered patterns where they are chosen, one with
 // more than one chunk (128 entries) per node, one whose root is a wide node,
 // and heavy rows and columns (the warp merge of equal outputs), under the

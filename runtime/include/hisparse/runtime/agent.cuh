@@ -41,8 +41,9 @@ __device__ inline void claim_batch(const DeviceState<Setup, State>* ds, unsigned
 // (settle_kernel), so the block does neither: no waits on sequence words
 // and no atomics on the queue's hot counters per batch.
 template <class Setup, class State, std::size_t I>
-__device__ __forceinline__ void run_batch(const DeviceState<Setup, State>* ds, const BatchClaim& claim, unsigned char* shared,
-                          unsigned tid, LocalStash* stash, bool settled = false) {
+__device__ __forceinline__ void run_batch(const DeviceState<Setup, State>* ds, const BatchClaim& claim,
+                                          unsigned char* shared, unsigned tid, LocalStash* stash,
+                                          bool settled = false) {
     using P = typename Setup::template procedure_at<I>;
     using Payload = typename P::payload_type;
     constexpr unsigned threads = P::threads_per_item;
@@ -54,6 +55,8 @@ __device__ __forceinline__ void run_batch(const DeviceState<Setup, State>* ds, c
     const unsigned group = tid / threads;
     const unsigned lane = tid % threads;
     const bool active = group < count;
+    BatchClock clock;
+    if (ds->profile != nullptr && tid == 0) clock.start();
 
     // A union so that payloads without a default constructor work too.
     union Slot {
@@ -79,6 +82,7 @@ __device__ __forceinline__ void run_batch(const DeviceState<Setup, State>* ds, c
         }
         __syncthreads();
         if (active && lane == 0) view.release(first + group);
+        if (ds->profile != nullptr && tid == 0) record_batch<I>(ds->profile, ds->queues, clock);
         return;  // the settle kernel gives the room back and retires the items, after this grid
     }
     // Every thread of the group holds its copy: the slot can go back to writers.
@@ -116,6 +120,7 @@ __device__ __forceinline__ void run_batch(const DeviceState<Setup, State>* ds, c
         const unsigned long long delta =
             static_cast<unsigned long long>(stashed) - static_cast<unsigned long long>(count);  // mod 2^64
         if (delta != 0ull) atomicAdd(&ds->counters->pending, delta);
+        if (ds->profile != nullptr) record_batch<I>(ds->profile, ds->queues, clock);
     }
 }
 

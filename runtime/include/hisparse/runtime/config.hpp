@@ -62,6 +62,10 @@ struct RuntimeConfig {
     bool local_stash = true;
     // A run that takes longer is stopped and reported as WatchdogTimeout.
     std::chrono::milliseconds watchdog{30000};
+    // Fill RunStats::profile: per procedure, the batches and the time blocks
+    // spent on them; per queue, its fill over time. Costs two clock reads and
+    // a few atomics per batch; off, nothing.
+    bool profile = false;
 };
 
 // What the host needs to know about a compile-time setup (built by
@@ -109,12 +113,46 @@ struct ResolvedConfig {
     std::uint32_t linger_us = 0;
     bool local_stash = true;
     std::chrono::milliseconds watchdog{0};
+    bool profile = false;
     std::vector<ResolvedQueue> queues;
 };
 
 // Throws ConfigError with a message that names the offending value.
 [[nodiscard]] ResolvedConfig resolve(const RuntimeConfig& config, const SetupDescription& setup,
                                      const DeviceLimits& limits);
+
+// Where a run's time went (RuntimeConfig::profile). Times are measured on
+// the device: from the run's start (before its seeds are enqueued), with the
+// GPU's global timer; a batch's duration with its multiprocessor's clock.
+struct ProcedureProfile {
+    std::string name;
+    std::uint64_t items = 0;
+    std::uint64_t batches = 0;  // blocks' batches: items / batches is the average batch
+    double busy_ms = 0.0;       // block-milliseconds: the batches' durations summed
+    double first_ms = 0.0;      // the first batch began
+    double last_ms = 0.0;       // the last batch ended
+};
+
+// The queues' fill in one window of the run. Windows grow with the time
+// since the start (four per doubling from 1 us), so a run of microseconds
+// and one of seconds both fit a few dozen rows; only windows in which a
+// batch ended are kept.
+struct FillWindow {
+    double from_ms = 0.0, to_ms = 0.0;
+    std::uint64_t batches = 0;             // batches that ended in the window
+    std::vector<std::uint32_t> max_fill;   // per queue, the largest fill those batches saw at their end
+};
+
+struct RunProfile {
+    std::vector<ProcedureProfile> procedures;  // indexed like the setup's procedures
+    std::vector<std::string> queue_names;      // for FillWindow::max_fill
+    std::vector<FillWindow> fill;
+    double device_ms = 0.0;  // run start to the last batch's end
+    [[nodiscard]] bool empty() const noexcept { return procedures.empty(); }
+};
+
+// Two Markdown tables: procedures, then fill over time.
+[[nodiscard]] std::string format_profile(const RunProfile& profile);
 
 // Statistics of the last run.
 struct RunStats {
@@ -125,6 +163,7 @@ struct RunStats {
     std::uint64_t blocks_launched = 0;
     std::uint64_t controller_rounds = 0;  // polls (dp), self-launches (tail), host rounds (host_loop)
     double milliseconds = 0.0;            // host wall time of run(), seeding included
+    RunProfile profile;                   // empty unless RuntimeConfig::profile
     [[nodiscard]] std::uint64_t total_items() const;
     [[nodiscard]] std::uint32_t max_fill() const;
 };

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "profile.cuh"
 #include "queue.cuh"
 #include "queue_setup.hpp"
 
@@ -28,11 +29,13 @@ struct RunBlock {
 template <class Setup, class State>
 struct DeviceState {
     using RunBlockT = RunBlock<Setup::queue_count, Setup::procedure_count>;
+    using ProfileBlockT = detail::ProfileBlock<Setup::queue_count, Setup::procedure_count>;
     QueueView queues[Setup::queue_count];
     RunCounters* counters = nullptr;
     unsigned long long* items_done = nullptr;  // per procedure
     RunBlockT* run_block = nullptr;
     RunBlockT* result = nullptr;  // host-mapped
+    ProfileBlockT* profile = nullptr;  // RuntimeConfig::profile, else null
     State state{};
     unsigned block_size = 0;
     unsigned drain = 1;

@@ -34,11 +34,6 @@ struct Settlements {
     unsigned n;
 };
 
-__device__ inline unsigned long long global_ns() {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
 
 // A worker about to leave waits a little for new items of its queue (dp
 // controller): dependent items then skip a device-side launch. Thread 0 only.

@@ -174,6 +174,35 @@ struct QueueView {
         }
         if (__shfl_sync(full, ok, 0) == 0) return false;
         first = __shfl_sync(full, first, 0);
+        // Three passes over the warp's items, so that a warp writing thousands
+        // of them pays the memory latency a few times and not once per item:
+        // wait until every target slot is free, write the payloads, then one
+        // release fence and the sequence words. One item after the other (an
+        // acquire load, the payload, a release store) took about 1.5 us per
+        // round of 32: 200 us for an R-MAT inner part of 4000 chunks
+        // (perf-log R4).
+        const auto slot_of = [&](unsigned j) { return static_cast<unsigned>(first + j) & (capacity - 1); };
+        constexpr unsigned overlap = 4;  // rounds whose sequence loads are in flight together
+        for (unsigned round = 0; round < total; round += 32 * overlap) {
+            unsigned seen[overlap];
+#pragma unroll
+            for (unsigned u = 0; u < overlap; ++u) {
+                const unsigned j = round + 32 * u + lane;
+                seen[u] = j < total ? detail::device_atomic<unsigned int>(sequence[slot_of(j)])
+                                          .load(cuda::memory_order_relaxed)
+                                    : 0u;
+            }
+#pragma unroll
+            for (unsigned u = 0; u < overlap; ++u) {
+                const unsigned j = round + 32 * u + lane;
+                // A ring that has not wrapped finds its slots free at once.
+                if (j < total && seen[u] != static_cast<unsigned>(first + j))
+                    detail::wait_sequence(sequence + slot_of(j), static_cast<unsigned>(first + j));
+            }
+        }
+        // The slots' previous readers are done (relaxed loads above): nothing
+        // below may be written before that was seen.
+        cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_device);
         // The payload travels between lanes as 32-bit words.
         constexpr unsigned words = (sizeof(T) + 3) / 4;
         unsigned mine[words] = {};
@@ -195,14 +224,15 @@ struct QueueView {
             if (j < total) {
                 T b;
                 memcpy(&b, theirs, sizeof(T));
-                const unsigned long long pos = first + j;
-                const unsigned slot = static_cast<unsigned>(pos) & (capacity - 1);
-                detail::wait_sequence(sequence + slot, static_cast<unsigned>(pos));
-                static_cast<T*>(items)[slot] = expand(b, k);
-                detail::device_atomic<unsigned int>(sequence[slot])
-                    .store(static_cast<unsigned>(pos) + 1u, cuda::memory_order_release);
+                static_cast<T*>(items)[slot_of(j)] = expand(b, k);
             }
         }
+        // Every payload this lane wrote is visible before any of its sequence
+        // words (a reader acquires the word, then reads the payload).
+        cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_device);
+        for (unsigned j = lane; j < total; j += 32)
+            detail::device_atomic<unsigned int>(sequence[slot_of(j)])
+                .store(static_cast<unsigned>(first + j) + 1u, cuda::memory_order_relaxed);
         __syncwarp();
         if (lane == 0) atomicAdd(&counters->available, static_cast<int>(total));
         return true;

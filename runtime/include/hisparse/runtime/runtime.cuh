@@ -136,6 +136,11 @@ public:
         if (needs_reinit_) reinit_queues();
         if (state_dirty_) upload_state();
         if (seeds_dirty_) upload_seeds();
+        if (config_.profile) {
+            check(cudaMemsetAsync(profile_.get(), 0, sizeof(ProfileBlock), stream_), "cudaMemsetAsync(profile)");
+            detail::profile_start_kernel<<<1, 1, 0, stream_>>>(profile_.as<ProfileBlock>());
+            check(cudaGetLastError(), "launch of profile_start_kernel");
+        }
         if (!seed_ranges_.empty()) {
             unsigned largest = 0;
             for (const auto& r : seed_ranges_) largest = std::max(largest, r.count);
@@ -203,10 +208,12 @@ public:
         }
         stats_.milliseconds =
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+        if (config_.profile) read_profile();
         if (log::enabled(log::Level::debug)) {
             log::debug("run: " + std::to_string(stats_.total_items()) + " items, " +
                        std::to_string(stats_.kernel_launches) + " launches, max fill " +
                        std::to_string(stats_.max_fill()) + ", " + std::to_string(stats_.milliseconds) + " ms");
+            if (config_.profile) log::debug("profile of the run:\n" + format_profile(stats_.profile));
         }
         return stats_;
     }
@@ -223,6 +230,7 @@ public:
 private:
     using DeviceStateT = DeviceState<Setup, State>;
     using RunBlock = typename DeviceStateT::RunBlockT;
+    using ProfileBlock = typename DeviceStateT::ProfileBlockT;
 
     [[nodiscard]] const DeviceStateT* device_state() const { return device_state_.as<const DeviceStateT>(); }
 
@@ -238,6 +246,14 @@ private:
         device_state_ = DeviceBuffer(sizeof(DeviceStateT));
         host_state_ = PinnedBuffer(sizeof(DeviceStateT));
         abort_flag_ = PinnedBuffer(sizeof(unsigned));
+        if (config_.profile) {
+            profile_ = DeviceBuffer(sizeof(ProfileBlock));
+            host_profile_ = PinnedBuffer(sizeof(ProfileBlock));
+            int device = 0, khz = 0;
+            check(cudaGetDevice(&device), "cudaGetDevice");
+            check(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device), "cudaDeviceGetAttribute(clock rate)");
+            cycles_per_ms_ = khz > 0 ? static_cast<double>(khz) : 1.0;
+        }
         *abort_flag_.as<unsigned>() = 1u;
         check(cudaMemset(queue_counters_.get(), 0, queue_counters_.size()), "cudaMemset(queue counters)");
         storage_.clear();
@@ -298,6 +314,7 @@ private:
         ds->items_done = run_block_.as<RunBlock>()->items_done;
         ds->run_block = run_block_.as<RunBlock>();
         ds->result = host_run_block_.as<RunBlock>();
+        ds->profile = config_.profile ? profile_.as<ProfileBlock>() : nullptr;
         ds->state = state_;
         ds->block_size = config_.block_size;
         ds->drain = config_.drain ? 1u : 0u;
@@ -392,6 +409,44 @@ private:
         }
     }
 
+    // After a run (the stream is idle): the device's profile into stats_.
+    void read_profile() {
+        check(cudaMemcpyAsync(host_profile_.get(), profile_.get(), sizeof(ProfileBlock), cudaMemcpyDeviceToHost,
+                              stream_),
+              "cudaMemcpyAsync(profile to host)");
+        check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize(profile)");
+        const ProfileBlock& pb = *host_profile_.as<ProfileBlock>();
+        RunProfile& out = stats_.profile;
+        out = RunProfile{};
+        const auto since_start_ms = [&](unsigned long long ns) {
+            return ns > pb.start_ns ? static_cast<double>(ns - pb.start_ns) * 1e-6 : 0.0;
+        };
+        for (std::size_t i = 0; i < procedure_count; ++i) {
+            const detail::ProcedureTimes& t = pb.procedures[i];
+            ProcedureProfile pp;
+            pp.name = description_.procedures[i].name;
+            pp.items = stats_.items_per_procedure[i];
+            pp.batches = t.batches;
+            pp.busy_ms = static_cast<double>(t.busy_cycles) / cycles_per_ms_;
+            if (t.batches != 0) {
+                pp.first_ms = since_start_ms(~t.earliest_inverted);
+                pp.last_ms = since_start_ms(t.latest);
+                out.device_ms = std::max(out.device_ms, pp.last_ms);
+            }
+            out.procedures.push_back(std::move(pp));
+        }
+        for (std::uint32_t q = 0; q < queue_count; ++q) out.queue_names.push_back(description_.queue_name(q));
+        for (unsigned w = 0; w < detail::profile_windows; ++w) {
+            if (pb.batches[w] == 0) continue;
+            FillWindow fw;
+            fw.from_ms = detail::profile_window_start_ns(w) * 1e-6;
+            fw.to_ms = detail::profile_window_start_ns(w + 1) * 1e-6;
+            fw.batches = pb.batches[w];
+            fw.max_fill.assign(pb.fill[w], pb.fill[w] + queue_count);
+            out.fill.push_back(std::move(fw));
+        }
+    }
+
     // Watchdog: ask every device loop to stop, wait a little for them, throw.
     [[noreturn]] void abort_run(const char* phase) {
         needs_reinit_ = true;
@@ -474,6 +529,9 @@ private:
     PinnedBuffer host_counters_;
     PinnedBuffer host_state_;
     PinnedBuffer abort_flag_;
+    DeviceBuffer profile_;       // RuntimeConfig::profile only
+    PinnedBuffer host_profile_;
+    double cycles_per_ms_ = 1.0;
     std::vector<detail::SeedRange> seed_ranges_;
     std::vector<unsigned char> seed_bytes_;
     PinnedBuffer seed_staging_;

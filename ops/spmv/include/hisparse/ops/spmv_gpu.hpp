@@ -52,6 +52,9 @@ struct SpmvOptions {
   // atomics (measurement).
   enum class Tiles { automatic, always, never };
   Tiles tiles = Tiles::automatic;
+  // Without the reused traversal: every call records where the runtime's
+  // time went (RuntimeConfig::profile), read with last_run().profile.
+  bool profile = false;
 };
 
 struct SpmvPlanStats {
@@ -81,6 +84,11 @@ class GpuSpmv {
   void operator()(const V* x, V* y, V alpha = V(1), V beta = V(0));
 
   [[nodiscard]] const SpmvPlanStats& stats() const;
+  // The runtime's statistics of the last traversal (a call without the
+  // reused traversal, or the plan's second recording traversal), after the
+  // stream has synchronized: items per procedure, launches, and with
+  // SpmvOptions::profile the per-procedure times and queue fill over time.
+  [[nodiscard]] const runtime::RunStats& last_run() const;
 
  private:
   struct Impl;
