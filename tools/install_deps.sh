@@ -14,6 +14,7 @@ packages=(
   libfast-float-dev     # fast number parsing in the Matrix Market reader
   libxxhash-dev         # .hsp file checksums
   python3-matplotlib    # benchmark plots (tools/plot_bench.py)
+  clang libclang-rt-dev llvm  # the fuzz suite: libFuzzer, ASan/UBSan runtimes, llvm-symbolizer
 )
 
 missing=()

@@ -3,8 +3,12 @@
 // Passes whose digit is the same for every element are skipped, so a key
 // type wider than the bits in use costs nothing extra. Stability is what the
 // builder relies on: equal keys (duplicate entries) keep their input order.
+// Small inputs take a comparison sort: a pass clears and scans 2^16 buckets
+// whatever n is, which dominated building matrices of a few hundred entries.
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <numeric>
 #include <vector>
 
 namespace hisparse::detail {
@@ -14,6 +18,20 @@ void radix_sort_pairs(std::vector<Key>& keys, std::vector<Payload>& payload, uns
   constexpr unsigned digit_bits = 16;
   constexpr std::size_t buckets = std::size_t{1} << digit_bits;
   const std::size_t n = keys.size();
+  if (n < 4096) {
+    std::vector<std::uint32_t> order(n);
+    std::iota(order.begin(), order.end(), 0u);
+    std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return keys[a] < keys[b]; });
+    std::vector<Key> sorted_keys(n);
+    std::vector<Payload> sorted_payload(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      sorted_keys[i] = keys[order[i]];
+      sorted_payload[i] = payload[order[i]];
+    }
+    keys.swap(sorted_keys);
+    payload.swap(sorted_payload);
+    return;
+  }
   std::vector<Key> tmp_keys(n);
   std::vector<Payload> tmp_payload(n);
   std::vector<std::size_t> count(buckets);

@@ -40,9 +40,15 @@ template <class V, class F>
 void for_each_logical_entry(const Matrix<V>& m, F&& f) {
   const bool t = m.transposed();
   const V s = m.scale();
+  // A scale of exactly one leaves values as stored: a complex product by
+  // (1, 0) is not the identity (an infinite part gives 0 * inf = NaN, and
+  // (-0, -y) * (1, 0) has real part +0), and to_coo of a matrix must return
+  // its entries bit for bit (the round-trip property, tests/fuzz).
+  const bool unscaled = s == V(1);
   for_each_content_entry(m.content(), [&](index_t r, index_t c, V v) {
-    if (t) f(c, r, s * v);
-    else f(r, c, s * v);
+    const V x = unscaled ? v : s * v;
+    if (t) f(c, r, x);
+    else f(r, c, x);
   });
 }
 
