@@ -27,7 +27,7 @@ class Validator {
       fail("pool", "holds " + std::to_string(stats_.entries) + " entries but the matrix records nnz = " +
                        std::to_string(c_.nnz));
     check_overlap();
-    check_no_trailing_bytes();
+    check_no_unreferenced_bytes();
     return stats_;
   }
 
@@ -241,15 +241,23 @@ class Validator {
       if (spans[i].first < spans[i - 1].second) fail(at(spans[i].first), "overlaps the node before it");
   }
 
-  // The pool ends where its last node ends (at the header when it has none):
-  // bytes no node references would let equal matrices differ in their bytes
-  // (and in their files) and would hide data behind valid ones.
-  void check_no_trailing_bytes() const {
-    std::uint64_t end = sizeof(PoolHeader);
-    for (const auto& [off, s] : seen_) end = std::max(end, off + s.bytes);
+  // The nodes cover the pool from the header to its end: bytes no node
+  // references (after the last node or between two) would let equal matrices
+  // differ in their bytes and sizes (and in their files) and would hide data
+  // behind valid ones. With no overlap (checked before), that is: the pool
+  // ends where its last node ends and the nodes' bytes add up to it.
+  void check_no_unreferenced_bytes() const {
+    std::uint64_t end = sizeof(PoolHeader), covered = sizeof(PoolHeader);
+    for (const auto& [off, s] : seen_) {
+      end = std::max(end, off + s.bytes);
+      covered += (s.bytes + node_alignment - 1) / node_alignment * node_alignment;  // the next node starts aligned
+    }
     if (size_ > end)
       fail("pool", std::to_string(size_ - end) + " unreferenced bytes after the last node (from offset " +
                        std::to_string(end) + " to the end, " + std::to_string(size_) + ")");
+    if (covered < (end + node_alignment - 1) / node_alignment * node_alignment)
+      fail("pool", std::to_string(end - covered) + " unreferenced bytes between nodes (the nodes cover " +
+                       std::to_string(covered) + " of the pool's " + std::to_string(size_) + " bytes)");
   }
 
   struct Seen {

@@ -543,6 +543,34 @@ TEST(HspFile, UnreferencedTrailingPoolBytesAreRejected) {
   }
 }
 
+// Found by the fuzz suite's reasoning (tests/fuzz): unreferenced bytes between
+// two nodes hide data and break "same entries, same size" like trailing ones.
+TEST(HspFile, UnreferencedBytesBetweenNodesAreRejected) {
+  std::mt19937_64 rng(12);
+  for (const Matrix<double>& m : {build_matrix(random_coo<double>(300, 200, 900, rng), 16),
+                                  build_matrix(random_coo<double>(300, 200, 900, rng), BuildOptions{16, false})}) {
+    // The builder writes the root last: moving it 32 bytes on leaves a gap
+    // before it and nothing after it.
+    const NodeRef root = m.content().root();
+    const std::uint64_t at = ref_offset(root);
+    auto c = std::make_shared<Content<double>>(m.content());
+    AlignedBuffer gapped(c->pool.size() + 32);
+    std::memcpy(gapped.data(), c->pool.data(), at);
+    std::memcpy(gapped.data() + at + 32, c->pool.data() + at, c->pool.size() - at);
+    reinterpret_cast<PoolHeader*>(gapped.data())->root = make_ref(at + 32, ref_type(root));
+    c->pool = std::move(gapped);
+    try {
+      validate(*c);
+      ADD_FAILURE() << "validated a pool with unreferenced bytes between nodes";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("32 unreferenced bytes between nodes"), std::string::npos) << e.what();
+    }
+    const auto p = temp_path("gapped-pool.hsp");
+    save_hsp(p, Matrix<double>(c));
+    expect_load_error<double>(p, "unreferenced bytes between nodes");
+  }
+}
+
 TEST(HspFile, Version1FilesStillLoad) {
   std::mt19937_64 rng(13);
   const Matrix<double> a = build_matrix(random_coo<double>(40000, 30000, 3000, rng), 16).transpose().scaled(-1.5);

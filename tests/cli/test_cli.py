@@ -417,6 +417,35 @@ class Cli(unittest.TestCase):
         self.assertLess(rss_mib, 300)
         self.assertLess(seconds, 20)
 
+    def test_peak_memory_per_entry(self):
+        """info and convert stay within the peak host memory per entry that
+        docs/reliability.md states ("Peak host memory"), measured as the
+        child's VmHWM (ru_maxrss) above a one-entry run's."""
+        with open(self.path("one.mtx"), "w") as f:
+            f.write("%%MatrixMarket matrix coordinate real general\n1 1 1\n1 1 1\n")
+        rc, err, base, _ = run_measured("info", self.path("one.mtx"))
+        self.assertEqual(rc, 0, err)
+        big = self.path("lap.mtx")
+        run("gen", "laplace2d", big, "--n", 450)  # 1 010 700 entries
+        entries = 1010700
+        mib_per_entry = 1 / (1024 * 1024)
+        cases = [  # (command, bytes per entry)
+            (("info", big), 112),
+            (("convert", big, self.path("lap.hsp")), 112),
+            (("info", big, "--precision", "c128"), 144),
+            (("convert", self.path("lap.hsp"), self.path("back.mtx")), 64),
+        ]
+        for args, per_entry in cases:
+            rc, err, rss, _ = run_measured(*args, timeout=120)
+            self.assertEqual(rc, 0, err)
+            self.assertLess(rss - base, per_entry * entries * mib_per_entry,
+                            f"hisparse {' '.join(map(str, args))}: {rss - base:.1f} MiB above the base "
+                            f"for {entries} entries (> {per_entry} bytes per entry)")
+        hsp_bytes = os.path.getsize(self.path("lap.hsp"))
+        rc, err, rss, _ = run_measured("info", self.path("lap.hsp"))
+        self.assertEqual(rc, 0, err)
+        self.assertLess(rss - base, (2 * hsp_bytes + 16 * entries) * mib_per_entry)
+
     def test_line_length_is_bounded(self):
         """/dev/zero named .mtx has no line end: refused at the 1 MiB line limit, with file and line."""
         if os.path.exists("/dev/zero"):

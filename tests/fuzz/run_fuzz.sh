@@ -5,7 +5,7 @@
 # each harness for HISPARSE_FUZZ_SECONDS (default 60) from the seeds, the
 # committed regression inputs and the corpus of earlier runs. A crash, a leak,
 # a hang (-timeout) or an allocation over the memory limit fails the suite;
-# the input is printed and kept in BUILD_ROOT/fuzz-work/artifacts, to be added
+# the input is printed and kept in BUILD_ROOT/fuzz-work/HARNESS/artifacts, to be added
 # to tests/fuzz/regressions/HARNESS once fixed.
 #   run_fuzz.sh SOURCE_ROOT BUILD_ROOT SEEDS_EXE MATRICES_DIR [HARNESS...]
 set -uo pipefail
@@ -29,21 +29,23 @@ if [ ! -f "$fb/build.ninja" ]; then
 fi
 ninja -C "$fb" >"$build/fuzz-build.log" 2>&1 || { tail -n 60 "$build/fuzz-build.log"; exit 1; }
 
-rm -rf "$work/seeds" "$work/tmp" "$work/artifacts"
-mkdir -p "$work/seeds" "$work/tmp" "$work/artifacts"
-"$seeds_exe" "$matrices" "$work/seeds" || exit 1
+# Each run writes its own seeds; a harness's corpus of earlier runs is kept.
+seeds=$(mktemp -d "$build/fuzz-seeds.XXXXXX")
+trap 'rm -rf "$seeds"' EXIT
+"$seeds_exe" "$matrices" "$seeds" || exit 1
 
 status=0
 for h in "${harnesses[@]}"; do
-  mkdir -p "$work/corpus/$h"
-  dirs=("$work/corpus/$h" "$work/seeds/$h")
+  rm -rf "$work/$h"
+  mkdir -p "$work/corpus/$h" "$work/$h/tmp" "$work/$h/artifacts"
+  dirs=("$work/corpus/$h" "$seeds/$h")
   [ -d "$src/tests/fuzz/regressions/$h" ] && dirs+=("$src/tests/fuzz/regressions/$h")
   dict=()
   case $h in matrix_market | mm_vector) dict=(-dict="$src/tests/fuzz/matrix_market.dict") ;; esac
-  log=$work/$h.log
-  TMPDIR=$work/tmp ASAN_OPTIONS=abort_on_error=0:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  log=$work/$h/log
+  TMPDIR=$work/$h/tmp ASAN_OPTIONS=abort_on_error=0:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     "$fb/tests/fuzz/fuzz-$h" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-    -max_len=65536 -print_final_stats=1 -artifact_prefix="$work/artifacts/$h-" "${dict[@]}" "${dirs[@]}" \
+    -max_len=65536 -print_final_stats=1 -artifact_prefix="$work/$h/artifacts/" "${dict[@]}" "${dirs[@]}" \
     >"$log" 2>&1
   rc=$?
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$')
@@ -51,7 +53,7 @@ for h in "${harnesses[@]}"; do
   if [ $rc -ne 0 ]; then
     status=1
     grep -v '^#' "$log" | tail -n 60
-    for a in "$work/artifacts/$h-"*; do
+    for a in "$work/$h/artifacts/"*; do
       [ -f "$a" ] || continue
       echo "--- input $a ($(stat -c %s "$a") bytes):"
       head -c 2048 "$a" | od -A d -c | head -n 40
