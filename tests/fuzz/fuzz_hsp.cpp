@@ -1,8 +1,8 @@
 // libFuzzer harness: the .hsp loader and its validator. Each input is loaded
 // twice: as it is (the checksums stand in the way), and with both checksums
 // recomputed, so that a mutated pool reaches the validator. A load either
-// succeeds with a canonical pool (the builder's bytes for its entries) or
-// is refused with hisparse::Error.
+// succeeds with the builder's nodes for its entries (in any order: the
+// format leaves the order free) or is refused with hisparse::Error.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -70,7 +70,7 @@ void load_all(const std::vector<std::uint8_t>& bytes) {
   }
   try {
     // Narrowing and widening conversions rebuild the pool: the result must
-    // still be canonical.
+    // still hold the builder's nodes.
     fuzz::require_canonical_nodes(load_hsp_as<float>(file.path()), ".hsp as f32");
   } catch (const Error&) {
   }
