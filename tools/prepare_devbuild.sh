@@ -17,7 +17,7 @@ for build in "$@"; do
   dest=.devbuild/$(basename "$build")
   rm -rf "$dest" && mkdir -p "$dest"
   (cd "$build" && find . \( -type f -o -type l \) \( -name '*.so*' -o -perm -u+x \) \
-      -not -path '*.p/*' -not -path './meson-*' -not -name '*.o' -print0 |
+      -not -path '*.p/*' -not -path './meson-*' -not -path './fuzz-*' -not -name '*.o' -print0 |
     xargs -0 cp -P --parents -t "../$dest")
   bins=$(find "$build" -maxdepth 3 -type f -perm -u+x \( -name 'test-*' -o -name '*-tests' -o -name 'hisparse*' \) -not -path '*.p/*')
   for lib in $(ldd $bins 2>/dev/null | awk '/=> \// {print $3}' | sort -u | grep -E 'libspdlog|libfmt|libxxhash'); do

@@ -103,7 +103,13 @@ void* DeviceMemory::allocate(std::size_t bytes) {
     const std::size_t cls = BlockCache::size_class(bytes);
     if (void* p = device_cache().take(device, cls)) return p;
     void* p = nullptr;
-    check(cudaMalloc(&p, cls), "cudaMalloc");
+    if (cudaMalloc(&p, cls) != cudaSuccess) {
+        // Out of memory (or another failure): the cache may hold what is
+        // needed in other size classes. Give it back and try once more.
+        (void)cudaGetLastError();
+        release_cached_memory();
+        check(cudaMalloc(&p, cls), "cudaMalloc");
+    }
     return p;
 }
 void DeviceMemory::release(void* p, std::size_t bytes) noexcept {

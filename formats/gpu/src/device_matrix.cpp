@@ -8,8 +8,12 @@
 namespace hisparse {
 
 void cuda_check(cudaError_t err, const char* what) {
-  if (err != cudaSuccess)
-    throw Error(std::string("CUDA error in ") + what + ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
+  if (err == cudaSuccess) return;
+  // A failed call also sets the thread's last error; left there, a non-sticky
+  // one (cudaErrorMemoryAllocation) would fail the next launch check of any
+  // later, healthy call. A sticky error stays whatever is done here.
+  (void)cudaGetLastError();
+  throw Error(std::string("CUDA error in ") + what + ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
 }
 
 DeviceBytes::DeviceBytes(std::size_t bytes) : size_(bytes) {

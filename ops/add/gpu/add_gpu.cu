@@ -75,6 +75,7 @@ DeviceMatrix<V> add(const DeviceMatrix<V>& a, const DeviceMatrix<V>& b, V alpha,
   const auto capped = [](std::uint64_t bytes) { return std::min<std::uint64_t>(bytes, max_pool_bytes); };
   std::uint64_t capacity = a.pool_bytes() + b.pool_bytes();
   if (wide) capacity = round_up(capacity + capacity / 2, node_alignment);
+  if (options.initial_pool_bytes != 0) capacity = round_up(std::max<std::uint64_t>(options.initial_pool_bytes, sizeof(PoolHeader)), node_alignment);
   capacity = capped(capacity);
   for (;;) {
     DeviceBytes pool(capacity);
@@ -91,6 +92,7 @@ DeviceMatrix<V> add(const DeviceMatrix<V>& a, const DeviceMatrix<V>& b, V alpha,
     const auto slots = static_cast<std::uint32_t>(std::min<std::uint64_t>(
         std::max<std::uint64_t>(1024, (a.pool_bytes() + b.pool_bytes()) / 16), 1u << 30));
     cfg.capacities = {slots, wide ? slots : 1024u};
+    if (options.queue_capacity != 0) cfg.capacities = {options.queue_capacity, options.queue_capacity};
     const AddItem root{ra, rb, 0, 0, &ct->root};
     if (log2d <= 7) run<AddSetup<V, 7>>(cfg, st, root, stream);
     else run<AddSetup<V, 8>>(cfg, st, root, stream);

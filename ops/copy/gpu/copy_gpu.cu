@@ -42,6 +42,7 @@ DeviceMatrix<V> rebuild(const DeviceMatrix<V>& a, bool transpose, bool apply_sca
     cfg.controller = options.controller;
     cfg.default_capacity = static_cast<std::uint32_t>(std::min<std::uint64_t>(
         std::max<std::uint64_t>(1024, a.pool_bytes() / 16), 1u << 30));
+    if (options.queue_capacity != 0) cfg.default_capacity = options.queue_capacity;
     runtime::Runtime<CopySetup<V>, CopyState<V>> rt(cfg, st, stream);
     rt.template seed<CopyNode<V>>(CopyItem{a.root(), 0, &sc->root});
     rt.run();

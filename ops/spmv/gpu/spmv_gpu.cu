@@ -165,6 +165,7 @@ runtime::RuntimeConfig config_for(const DeviceMatrix<V>& a, const SpmvOptions& o
   // than the pool has 16-byte slots.
   const std::uint64_t bound = std::max<std::uint64_t>(1024, a.pool_bytes() / 16);
   cfg.default_capacity = static_cast<std::uint32_t>(std::min<std::uint64_t>(bound, 1u << 30));
+  if (o.queue_capacity != 0) cfg.default_capacity = o.queue_capacity;
   return cfg;
 }
 

@@ -17,6 +17,16 @@ namespace hisparse::ops {
 
 struct AddOptions {
   runtime::Controller controller = runtime::Controller::persistent;
+  // Slots of every runtime queue. 0: sized from the operands' pools so that
+  // no queue can overflow; a smaller value bounds the runtime's memory, and a
+  // traversal that needs more stops with runtime::QueueOverflow.
+  std::uint32_t queue_capacity = 0;
+  // The result pool of the first run. 0: the operands' pools together (1.5x
+  // with wide nodes), which suffices but where wide sub-trees change form. A
+  // pool found short is doubled and the run repeated, up to the format's
+  // 4 GiB limit (then LimitError). A caller who knows the result's size can
+  // pass it; tests pass a small one to exercise the reruns.
+  std::uint64_t initial_pool_bytes = 0;
 };
 
 // Throws hisparse::Error when op(A) and op(B) differ in shape or the node

@@ -22,6 +22,10 @@ namespace hisparse::ops {
 struct CopyOptions {
   bool rebuild = false;
   runtime::Controller controller = runtime::Controller::persistent;
+  // Slots of every runtime queue when rebuilding. 0: sized from the source
+  // pool so that no queue can overflow; a smaller value bounds the runtime's
+  // memory, and a traversal that needs more stops with runtime::QueueOverflow.
+  std::uint32_t queue_capacity = 0;
 };
 
 template <class V>

@@ -55,6 +55,11 @@ struct SpmvOptions {
   // Without the reused traversal: every call records where the runtime's
   // time went (RuntimeConfig::profile), read with last_run().profile.
   bool profile = false;
+  // Slots of every runtime queue (rounded up to a power of two). 0: sized from
+  // A's pool so that no queue can overflow. A smaller value bounds the
+  // runtime's memory; a traversal that needs more stops with
+  // runtime::QueueOverflow, and A, y and the device stay usable.
+  std::uint32_t queue_capacity = 0;
 };
 
 struct SpmvPlanStats {
