@@ -282,6 +282,14 @@ TEST_P(FailureModes, AddRerunsWhenItsPoolIsShort) {
                        "first pool of " + std::to_string(first) + " bytes");
   }
   expect_device_usable("add reruns");
+  // The reruns stop at the pool limit: a LimitError, nothing else changed.
+  ops::AddOptions capped;
+  capped.initial_pool_bytes = 16;
+  capped.max_pool_bytes = want.pool_bytes() - 16;
+  EXPECT_THROW((void)ops::add(da, db, 2.0f, 1.0f, capped), LimitError);
+  expect_device_usable("add over its pool limit");
+  capped.max_pool_bytes = want.pool_bytes();
+  expect_same_matrix(ops::add(da, db, 2.0f, 1.0f, capped).download(), want, "a pool limit the result just fits");
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, FailureModes, ::testing::Bool(),

@@ -16,5 +16,10 @@ pc_dir=$(dirname "$(find "$work/root" -name hisparse.pc | head -1)")
 # The .pc files name the final prefix; point them at the DESTDIR copy.
 flags=$(PKG_CONFIG_PATH="$pc_dir" PKG_CONFIG_SYSROOT_DIR="$work/root" pkg-config --cflags --libs hisparse)
 libdir=$(dirname "$pc_dir")
-g++ -std=c++20 "$src_root/tests/consumer/main.cpp" -o "$work/consumer" $flags -Wl,-rpath,"$work/root$prefix/lib" -Wl,-rpath,"$libdir"
+# A sanitized build's libraries need the sanitizer runtimes linked into the
+# program too (ASan must come first); a user would build theirs the same way.
+sanitize=$(meson introspect "$build_root" --buildoptions | python3 -c "import json,sys; print(next(o['value'] for o in json.load(sys.stdin) if o['name']=='b_sanitize'))")
+san_flags=()
+[ "$sanitize" = none ] || san_flags=(-fsanitize="$sanitize")
+g++ -std=c++20 "${san_flags[@]}" "$src_root/tests/consumer/main.cpp" -o "$work/consumer" $flags -Wl,-rpath,"$work/root$prefix/lib" -Wl,-rpath,"$libdir"
 LD_LIBRARY_PATH="$libdir:${LD_LIBRARY_PATH:-}" "$work/consumer"

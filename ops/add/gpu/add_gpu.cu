@@ -70,9 +70,12 @@ DeviceMatrix<V> add(const DeviceMatrix<V>& a, const DeviceMatrix<V>& b, V alpha,
   // so the operands' pools together suffice. With wide nodes a merged
   // sub-tree can change form (at most 1.5 x bytes); should a pool still be
   // short, the run is repeated with twice the room. Every bound is capped at
-  // the format's limit (the host writer's, max_pool_bytes), so that a
-  // result that fits is never refused for its operands' size.
-  const auto capped = [](std::uint64_t bytes) { return std::min<std::uint64_t>(bytes, max_pool_bytes); };
+  // the format's limit (the host writer's, max_pool_bytes) or the caller's,
+  // so that a result that fits is never refused for its operands' size.
+  const std::uint64_t limit = options.max_pool_bytes == 0
+                                  ? max_pool_bytes
+                                  : std::clamp<std::uint64_t>(options.max_pool_bytes, sizeof(PoolHeader), max_pool_bytes);
+  const auto capped = [limit](std::uint64_t bytes) { return std::min<std::uint64_t>(bytes, limit); };
   std::uint64_t capacity = a.pool_bytes() + b.pool_bytes();
   if (wide) capacity = round_up(capacity + capacity / 2, node_alignment);
   if (options.initial_pool_bytes != 0) capacity = round_up(std::max<std::uint64_t>(options.initial_pool_bytes, sizeof(PoolHeader)), node_alignment);
@@ -102,8 +105,11 @@ DeviceMatrix<V> add(const DeviceMatrix<V>& a, const DeviceMatrix<V>& b, V alpha,
     if (done.flags & flag_scratch_too_small)
       throw Error("add: wide sub-trees hold more entries than the operands' nnz (corrupt operand?)");
     if (done.flags & flag_pool_too_small) {
-      if (capacity == max_pool_bytes)
-        throw LimitError("add: the result needs a node pool larger than the 4 GiB limit");
+      if (capacity == limit)
+        throw LimitError(limit == max_pool_bytes
+                             ? std::string("add: the result needs a node pool larger than the 4 GiB limit")
+                             : "add: the result needs a node pool larger than AddOptions::max_pool_bytes (" +
+                                   std::to_string(limit) + " bytes)");
       capacity = capped(round_up(2 * capacity, node_alignment));
       continue;
     }

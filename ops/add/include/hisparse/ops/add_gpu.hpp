@@ -27,6 +27,10 @@ struct AddOptions {
   // 4 GiB limit (then LimitError). A caller who knows the result's size can
   // pass it; tests pass a small one to exercise the reruns.
   std::uint64_t initial_pool_bytes = 0;
+  // The largest result pool the add may allocate: a result that needs more is
+  // a LimitError, with the operands and the device as they were. 0: the
+  // format's limit (max_pool_bytes, 4 GiB).
+  std::uint64_t max_pool_bytes = 0;
 };
 
 // Throws hisparse::Error when op(A) and op(B) differ in shape or the node
