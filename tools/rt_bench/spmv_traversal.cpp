@@ -71,16 +71,20 @@ void measure(const std::string& spec, const Coo<double>& coo64, const std::vecto
   // Building a plan, host clock around the constructor (it synchronizes):
   // what a one-shot caller would pay instead of a traversal (issue 14's
   // target: at most 3 plan SpMVs).
-  std::vector<double> builds;
-  for (unsigned r = 0; r < std::max(3u, repeat); ++r) {
-    cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize(before plan build)");
-    const auto t0 = std::chrono::steady_clock::now();
-    const ops::GpuSpmv<V> built(a);
-    cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize(plan build)");
-    builds.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(builds.begin(), builds.end());
-  const double plan_build_ms = builds[builds.size() / 2];
+  const auto build_ms = [&](const ops::SpmvOptions& o) {
+    std::vector<double> builds;
+    for (unsigned r = 0; r < std::max(3u, repeat); ++r) {
+      cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize(before plan build)");
+      const auto t0 = std::chrono::steady_clock::now();
+      const ops::GpuSpmv<V> built(a, o);
+      cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize(plan build)");
+      builds.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(builds.begin(), builds.end());
+    return builds[builds.size() / 2];
+  };
+  const double plan_build_ms = build_ms({});
+  const double setup_ms = build_ms({.reuse_traversal = false});
   ops::GpuSpmv<V> plan(a);
   const double plan_ms = cold_median_ms([&] { plan(dx.as<V>(), dy.as<V>()); }, flush, repeat);
   const std::vector<V> want = download<V>(dy, a.rows());
@@ -112,6 +116,7 @@ void measure(const std::string& spec, const Coo<double>& coo64, const std::vecto
     row.nnz = a.nnz();
     row.plan_ms = plan_ms;
     row.plan_build_ms = plan_build_ms;
+    row.setup_ms = setup_ms;
     row.stats = profiled.last_run();
     rows.push_back(std::move(row));
   }
