@@ -243,6 +243,7 @@ struct GpuSpmv<V>::Impl {
     unsigned long long n[plan_list_count];
     cuda_check(cudaMemcpyAsync(n, counts.get(), sizeof(n), cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync(leaf counts)");
     cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(leaf counts)");
+    const auto t_counted = std::chrono::steady_clock::now();
     std::uint64_t total = 0;
     for (std::uint32_t l = 0; l < plan_list_count; ++l) total += n[l];
     lists = DeviceBytes(std::max<std::uint64_t>(total, 1) * sizeof(NodeItem));
@@ -271,6 +272,7 @@ struct GpuSpmv<V>::Impl {
     rt.set_state(st);
     if (a->root() != null_ref) rt.run();
     cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(plan)");
+    const auto t_recorded = std::chrono::steady_clock::now();
     const Shape& shape = a->shape();
     use_tiles = options.tiles != SpmvOptions::Tiles::never && tiles_fit(shape.rows, shape.cols, shape.log2_node_size);
     if (use_tiles) {
@@ -295,12 +297,21 @@ struct GpuSpmv<V>::Impl {
     } else {
       for (int o = 0; o < 2; ++o) orient(o);
     }
+    const auto t_oriented = std::chrono::steady_clock::now();
     if (options.wide_column_order && wide_block_count > 0) {
       wide_order = plan_wide_order(a->pool(), wide_blocks, wide_block_count, st.log2d, stream);
       stats.wide_order_bytes = wide_order.bytes();
       stats.wide_column_runs = wide_order.column_runs;
     }
-    stats.traversal_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const auto t_end = std::chrono::steady_clock::now();
+    const auto ms = [](auto from, auto to) { return std::chrono::duration<double, std::milli>(to - from).count(); };
+    stats.traversal_ms = ms(t0, t_end);
+    if (runtime::log::enabled(runtime::log::Level::debug))
+      runtime::log::debug("spmv plan built in " + std::to_string(stats.traversal_ms) + " ms: counting traversal " +
+                          std::to_string(ms(t0, t_counted)) + ", recording traversal " +
+                          std::to_string(ms(t_counted, t_recorded)) + (use_tiles ? ", tiles " : ", riders ") +
+                          std::to_string(ms(t_recorded, t_oriented)) + ", wide order " +
+                          std::to_string(ms(t_oriented, t_end)) + " ms");
   }
 
   // The plan for A (o = 0) or A^T (o = 1): riders of each output block's

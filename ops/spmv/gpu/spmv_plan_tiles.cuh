@@ -12,11 +12,14 @@
 // 3. the units, tiles and split groups uploaded.
 // The host step is linear in the leaves and the output blocks.
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "hisparse/formats/device_matrix.hpp"
+#include "hisparse/runtime/log.hpp"
 #include "spmv_tile_agent.cuh"
 
 namespace hisparse::ops::spmv_gpu {
@@ -83,6 +86,10 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
                 std::uint64_t rows, std::uint64_t cols, std::uint32_t log2d, std::uint32_t tile_units,
                 std::uint32_t min_fill, cudaStream_t stream, TilePlan<V> (&out)[2]) {
   using namespace tile_detail;
+  using clock = std::chrono::steady_clock;
+  const auto ms = [](clock::time_point from) { return std::chrono::duration<double, std::milli>(clock::now() - from).count(); };
+  const auto t0 = clock::now();
+  std::string phases;
   std::vector<NodeItem> host_items(count);
   std::vector<std::uint32_t> n(count);
   if (count > 0) {
@@ -99,12 +106,14 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
     entries += k;
     unit_total += units_of(k);
   }
+  phases += "counts " + std::to_string(ms(t0));
   if (entries < std::uint64_t{min_fill} * unit_total) return false;
   if (count > 0) {
     cuda_check(cudaMemcpyAsync(host_items.data(), items, count * sizeof(NodeItem), cudaMemcpyDeviceToHost, stream),
                "cudaMemcpyAsync(SpMV leaves)");
     cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(SpMV leaves)");
   }
+  phases += ", items " + std::to_string(ms(t0));
   const std::uint32_t d = 1u << log2d;
   for (int o = 0; o < 2; ++o) {
     const std::uint64_t extent = o == 0 ? rows : cols;
@@ -128,6 +137,7 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
       for (std::uint64_t i = 0; i < count; ++i)
         if (n[i] > 0) order[next[out_of(host_items[i])]++] = i;
     }
+    phases += ", sorted " + std::to_string(ms(t0));
     // Units of a block's leaves, appended with their output block `out`
     // inside the tile.
     std::vector<TileUnit> units;
@@ -180,6 +190,7 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
     }
     if (units.size() >= (std::uint64_t{1} << 32) || tiles.size() >= (std::uint64_t{1} << 31))
       throw LimitError("spmv: the plan needs more than 2^32 units or 2^31 tiles");
+    phases += ", built " + std::to_string(ms(t0));
     TilePlan<V>& p = out[o];
     p.tile_count = tiles.size();
     p.split_tiles = split_tiles;
@@ -193,7 +204,10 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
     cuda_check(cudaMemsetAsync(p.sums.get(), 0, p.sums.size(), stream), "cudaMemsetAsync(SpMV tile sums)");
     // The host vectors die on return: the uploads must be done.
     cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(SpMV tiles)");
+    phases += ", uploaded " + std::to_string(ms(t0));
   }
+  if (runtime::log::enabled(runtime::log::Level::debug))
+    runtime::log::debug("spmv tiles (" + std::to_string(count) + " leaf items), ms since start: " + phases);
   return true;
 }
 
