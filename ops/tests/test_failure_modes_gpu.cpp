@@ -100,7 +100,11 @@ struct DeviceVector {
   V* p = nullptr;
   explicit DeviceVector(const std::vector<V>& h) {
     cuda_check(cudaMalloc(&p, std::max<std::size_t>(1, h.size()) * sizeof(V)), "cudaMalloc(test vector)");
-    cuda_check(cudaMemcpy(p, h.data(), h.size() * sizeof(V), cudaMemcpyHostToDevice), "cudaMemcpy(test vector)");
+    const cudaError_t e = cudaMemcpy(p, h.data(), h.size() * sizeof(V), cudaMemcpyHostToDevice);
+    if (e != cudaSuccess) {
+      (void)cudaFree(p);  // the destructor does not run for a constructor that throws
+      cuda_check(e, "cudaMemcpy(test vector)");
+    }
   }
   ~DeviceVector() { (void)cudaFree(p); }
   std::vector<V> read(std::size_t n) const {
@@ -260,7 +264,10 @@ TEST_P(FailureModes, QueueOverflowInEveryOp) {
     co.queue_capacity = tiny;
     EXPECT_THROW((void)ops::copy(da, co), runtime::QueueOverflow) << what << " copy";
     expect_device_usable(what + " copy");
-    EXPECT_THROW((void)ops::materialize(da, co), runtime::QueueOverflow) << what << " materialize";
+    // A transposed, scaled state: materialize's own path (transpose and scale
+    // applied), not the plain rebuild the copy above took.
+    DeviceMatrix<float> ts(o.a.transpose().scaled(2.0f));
+    EXPECT_THROW((void)ops::materialize(ts, co), runtime::QueueOverflow) << what << " materialize";
     expect_device_usable(what + " materialize");
   }
   // The same ops with their own queue sizes: right results.

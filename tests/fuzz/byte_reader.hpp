@@ -20,7 +20,7 @@ class ByteReader {
     static_assert(std::is_trivially_copyable_v<T>);
     T v{};
     const std::size_t n = std::min(sizeof(T), bytes_.size() - pos_);
-    std::memcpy(&v, bytes_.data() + pos_, n);
+    if (n != 0) std::memcpy(&v, bytes_.data() + pos_, n);  // data() may be null for an empty input
     pos_ += n;
     return v;
   }

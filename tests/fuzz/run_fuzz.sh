@@ -21,6 +21,10 @@ if ! command -v clang++ >/dev/null; then
   echo "clang++ not found: tools/install_deps.sh installs clang and libclang-rt-dev" >&2
   exit 1
 fi
+# One configure and build at a time (harnesses may be run side by side).
+mkdir -p "$build"
+exec 9>"$build/fuzz-clang.lock"
+flock 9
 if [ ! -f "$fb/build.ninja" ]; then
   rm -rf "$fb"
   CC=clang CXX=clang++ meson setup "$fb" "$src" -Dfuzzers=enabled -Ddefault_library=static \
@@ -28,6 +32,7 @@ if [ ! -f "$fb/build.ninja" ]; then
     { cat "$build/fuzz-setup.log"; exit 1; }
 fi
 ninja -C "$fb" >"$build/fuzz-build.log" 2>&1 || { tail -n 60 "$build/fuzz-build.log"; exit 1; }
+flock -u 9
 
 # Each run writes its own seeds; a harness's corpus of earlier runs is kept.
 seeds=$(mktemp -d "$build/fuzz-seeds.XXXXXX")
