@@ -11,9 +11,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hisparse/formats/builder.hpp"
@@ -152,46 +155,63 @@ Operands make_operands(bool wide, std::uint64_t seed) {
   return o;
 }
 
-// Every op once, each checked against its reference when it succeeds.
-// Returns how many failed (with a memory error).
+// Every op, each checked against its reference when it succeeds.
+std::vector<std::pair<std::string, std::function<void()>>> every_op(const Operands& o, const DeviceMatrix<float>& da,
+                                                                    const DeviceMatrix<float>& db,
+                                                                    const std::string& what) {
+  return {
+      {"upload", [&o] { DeviceMatrix<float> d(o.a); }},
+      {"spmv plan",
+       [&o, &da, what] {
+         DeviceVector<float> x(o.x), y(std::vector<float>(o.a.rows(), NAN));
+         ops::GpuSpmv<float> plan(da);
+         plan(x.p, y.p);
+         expect_close(y.read(o.a.rows()), o.y_ref, what + " spmv plan");
+       }},
+      {"spmv one-shot",
+       [&o, &da, what] {
+         DeviceVector<float> x(o.x), y(std::vector<float>(o.a.rows(), NAN));
+         ops::SpmvOptions opt;
+         opt.reuse_traversal = false;
+         ops::spmv(da, x.p, y.p, 1.0f, 0.0f, opt);
+         expect_close(y.read(o.a.rows()), o.y_ref, what + " spmv one-shot");
+       }},
+      {"add",
+       [&o, &da, &db, what] {
+         expect_same_matrix(ops::add(da, db, 1.5f, -0.5f).download(), ops::add_reference(o.a, o.b, 1.5f, -0.5f),
+                            what + " add");
+       }},
+      {"copy",
+       [&o, &da, what] {
+         expect_same_matrix(ops::copy(da, {.rebuild = true}).download(), ops::copy_reference(o.a), what + " copy");
+       }},
+      {"materialize",
+       [&o, what] {
+         DeviceMatrix<float> t(o.a.transpose().scaled(2.0f));
+         expect_same_matrix(ops::materialize(t).download(),
+                            ops::materialize_reference(o.a.transpose().scaled(2.0f)), what + " materialize");
+       }},
+  };
+}
+
+// Every op once. Returns how many failed (with a memory error); `failed_ops`
+// collects their names, marked where the runtime's own allocation failed.
 int run_every_op(const Operands& o, const DeviceMatrix<float>& da, const DeviceMatrix<float>& db,
-                 const std::string& what) {
+                 const std::string& what, std::string* failed_ops = nullptr) {
   int failures = 0;
-  const auto attempt = [&](const char* op, auto&& body) {
+  for (const auto& [op, body] : every_op(o, da, db, what)) {
     try {
       body();
     } catch (const std::exception& e) {
       expect_memory_error(e, what + " " + op);
       ++failures;
+      if (failed_ops) {
+        const std::string m = e.what();
+        *failed_ops += " " + op + (m.find("runtime") != std::string::npos ? " (runtime)" : "");
+      }
     }
     expect_device_usable(what + " " + op);
-  };
-  attempt("upload", [&] { DeviceMatrix<float> d(o.a); });
-  attempt("spmv plan", [&] {
-    DeviceVector<float> x(o.x), y(std::vector<float>(o.a.rows(), NAN));
-    ops::GpuSpmv<float> plan(da);
-    plan(x.p, y.p);
-    expect_close(y.read(o.a.rows()), o.y_ref, what + " spmv plan");
-  });
-  attempt("spmv one-shot", [&] {
-    DeviceVector<float> x(o.x), y(std::vector<float>(o.a.rows(), NAN));
-    ops::SpmvOptions opt;
-    opt.reuse_traversal = false;
-    ops::spmv(da, x.p, y.p, 1.0f, 0.0f, opt);
-    expect_close(y.read(o.a.rows()), o.y_ref, what + " spmv one-shot");
-  });
-  attempt("add", [&] {
-    expect_same_matrix(ops::add(da, db, 1.5f, -0.5f).download(), ops::add_reference(o.a, o.b, 1.5f, -0.5f),
-                       what + " add");
-  });
-  attempt("copy", [&] {
-    expect_same_matrix(ops::copy(da, {.rebuild = true}).download(), ops::copy_reference(o.a), what + " copy");
-  });
-  attempt("materialize", [&] {
-    DeviceMatrix<float> t(o.a.transpose().scaled(2.0f));
-    expect_same_matrix(ops::materialize(t).download(), ops::materialize_reference(o.a.transpose().scaled(2.0f)),
-                       what + " materialize");
-  });
+  }
   return failures;
 }
 
@@ -210,12 +230,15 @@ TEST_P(FailureModes, DeviceMemoryExhaustedAnywhere) {
   // From no room at all to more than any op needs: each op fails cleanly
   // or succeeds with the right result, and the next attempt starts clean.
   int failed = 0;
-  for (std::size_t leave_mib : {0, 2, 4, 8, 16, 32, 64, 128, 256, 512}) {
+  for (std::size_t leave_mib : {0, 2, 4, 8, 16, 32, 40, 48, 56, 64, 128, 256, 512}) {
     const std::string what = "leaving " + std::to_string(leave_mib) + " MiB";
+    std::string failed_ops;
     {
       MemoryHog hog(leave_mib << 20);
-      failed += run_every_op(o, da, db, what);
+      failed += run_every_op(o, da, db, what, &failed_ops);
     }
+    // Which ops ran out where ("(runtime)": in the runtime's own set-up).
+    std::printf("  %s: failed:%s\n", what.c_str(), failed_ops.empty() ? " none" : failed_ops.c_str());
     runtime::release_cached_memory();
     // Nothing leaked: every failed allocation path gave back what it had.
     const std::size_t now = free_device_bytes();
@@ -223,6 +246,53 @@ TEST_P(FailureModes, DeviceMemoryExhaustedAnywhere) {
   }
   EXPECT_GT(failed, 0) << "the sweep never ran out of memory: it tested nothing";
   EXPECT_EQ(run_every_op(o, da, db, "after the sweep"), 0);
+}
+
+// Every device allocation of every op fails in turn (fault injection: the
+// k-th DeviceBytes allocation, then the k-th of the runtime's own, for k = 0,
+// 1, ... until the op no longer reaches a k-th): each failure is a clean
+// memory error in the middle of the op (plan building included), gives back
+// everything allocated before it, and leaves the device usable.
+TEST_P(FailureModes, EveryAllocationFailsInTurn) {
+  const bool wide = GetParam();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  const Operands o = make_operands(wide, seed);
+  DeviceMatrix<float> da(o.a), db(o.b);
+  ASSERT_EQ(run_every_op(o, da, db, "with room"), 0);
+  runtime::release_cached_memory();
+  const std::size_t baseline = free_device_bytes();
+  for (const bool in_runtime : {false, true}) {
+    const auto inject = [in_runtime](long k) {
+      if (in_runtime) runtime::inject_allocation_failure(k);
+      else inject_device_bytes_failure(k);
+    };
+    for (const auto& [op, body] : every_op(o, da, db, "injected")) {
+      long k = 0;
+      for (;; ++k) {
+        const std::string what = op + (in_runtime ? ": runtime allocation " : ": allocation ") + std::to_string(k);
+        inject(k);
+        bool failed = false;
+        try {
+          body();
+        } catch (const std::exception& e) {
+          expect_memory_error(e, what);
+          EXPECT_NE(std::string(e.what()).find("injected"), std::string::npos) << what << ": " << e.what();
+          failed = true;
+        }
+        inject(-1);
+        expect_device_usable(what);
+        runtime::release_cached_memory();
+        EXPECT_GE(free_device_bytes() + (std::size_t{4} << 20), baseline) << what << ": memory not given back";
+        if (!failed) break;  // the op makes fewer than k + 1 such allocations
+        ASSERT_LT(k, 1000) << what << ": never succeeds";
+      }
+      std::printf("  %s: %ld %s allocations, each failed in turn\n", op.c_str(), k,
+                  in_runtime ? "runtime" : "DeviceBytes");
+      if (!in_runtime) EXPECT_GT(k, 0) << op << " allocates no DeviceBytes";  // every op allocates its result
+    }
+  }
+  EXPECT_EQ(run_every_op(o, da, db, "after the injections"), 0);
 }
 
 TEST_P(FailureModes, QueueOverflowInEveryOp) {

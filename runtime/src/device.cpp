@@ -1,5 +1,6 @@
 #include "hisparse/runtime/device.hpp"
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -98,7 +99,15 @@ int current_device() {
 
 }  // namespace
 
+namespace {
+std::atomic<long> injected_failure_countdown{-1};
+}  // namespace
+
+void inject_allocation_failure(long n) { injected_failure_countdown.store(n < 0 ? -1 : n); }
+
 void* DeviceMemory::allocate(std::size_t bytes) {
+    if (injected_failure_countdown.load() >= 0 && injected_failure_countdown.fetch_sub(1) == 0)
+        check(cudaErrorMemoryAllocation, "cudaMalloc (failure injected by a test)");
     const int device = current_device();
     const std::size_t cls = BlockCache::size_class(bytes);
     if (void* p = device_cache().take(device, cls)) return p;

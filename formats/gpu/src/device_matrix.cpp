@@ -1,5 +1,6 @@
 #include "hisparse/formats/device_matrix.hpp"
 
+#include <atomic>
 #include <complex>
 #include <cstring>
 
@@ -16,8 +17,17 @@ void cuda_check(cudaError_t err, const char* what) {
   throw Error(std::string("CUDA error in ") + what + ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
 }
 
+namespace {
+std::atomic<long> injected_failure_countdown{-1};
+}  // namespace
+
+void inject_device_bytes_failure(long n) { injected_failure_countdown.store(n < 0 ? -1 : n); }
+
 DeviceBytes::DeviceBytes(std::size_t bytes) : size_(bytes) {
-  if (bytes) cuda_check(cudaMalloc(&ptr_, bytes), "cudaMalloc");
+  if (!bytes) return;
+  if (injected_failure_countdown.load() >= 0 && injected_failure_countdown.fetch_sub(1) == 0)
+    throw Error("CUDA error in cudaMalloc: cudaErrorMemoryAllocation (out of memory, injected by a test)");
+  cuda_check(cudaMalloc(&ptr_, bytes), "cudaMalloc");
 }
 DeviceBytes& DeviceBytes::operator=(DeviceBytes&& o) noexcept {
   if (this != &o) {

@@ -47,6 +47,11 @@ struct PinnedMemory {  // cudaMallocHost: asynchronous copies from and to it are
 // any other time.
 void release_cached_memory() noexcept;
 
+// Fault injection for tests: the n-th DeviceMemory allocation from now (0:
+// the next; cached blocks count too) fails as cudaMalloc does when the
+// device is out of memory; a negative n turns injection off (the default).
+void inject_allocation_failure(long n);
+
 // An owning allocation of `Memory`. Move-only.
 template <class Memory>
 class OwnedBuffer {

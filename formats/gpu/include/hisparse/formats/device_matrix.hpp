@@ -27,6 +27,11 @@ struct DeviceMatrixRef {
   V scale;
 };
 
+// Fault injection for tests: the n-th DeviceBytes allocation from now (0: the
+// next) fails as cudaMalloc does when the device is out of memory; a
+// negative n turns injection off (the default). Process-wide.
+void inject_device_bytes_failure(long n);
+
 // Device memory owned by one object (cudaMalloc / cudaFree).
 class DeviceBytes {
  public:
