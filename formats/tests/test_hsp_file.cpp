@@ -521,6 +521,24 @@ TEST(HspFile, ReservedFieldsAndTheScaleAreChecked) {
   EXPECT_FALSE(fs::exists(temp_path("unsaved.hsp")));
 }
 
+// A pool with 32 bytes no node references (`where`: "after the last node" or
+// "between nodes"): the validator refuses it, saying so, and so does the
+// loader once it is saved as `file`.
+namespace {
+void expect_unreferenced_bytes_refused(const std::shared_ptr<Content<double>>& c, const std::string& where,
+                                       const std::string& file) {
+  try {
+    validate(*c);
+    ADD_FAILURE() << "validated a pool with unreferenced bytes " << where;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("32 unreferenced bytes " + where), std::string::npos) << e.what();
+  }
+  const auto p = temp_path(file);
+  save_hsp(p, Matrix<double>(c));
+  expect_load_error<double>(p, "unreferenced bytes " + where);
+}
+}  // namespace
+
 TEST(HspFile, UnreferencedTrailingPoolBytesAreRejected) {
   std::mt19937_64 rng(11);
   for (const Matrix<double>& m : {build_matrix(random_coo<double>(300, 200, 900, rng), 16),
@@ -531,15 +549,7 @@ TEST(HspFile, UnreferencedTrailingPoolBytesAreRejected) {
     AlignedBuffer longer(c->pool.size() + 32);  // zero bytes: the same entries, different bytes
     std::memcpy(longer.data(), c->pool.data(), c->pool.size());
     c->pool = std::move(longer);
-    try {
-      validate(*c);
-      ADD_FAILURE() << "validated a pool with unreferenced trailing bytes";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("32 unreferenced bytes after the last node"), std::string::npos) << e.what();
-    }
-    const auto p = temp_path("trailing-pool.hsp");
-    save_hsp(p, Matrix<double>(c));
-    expect_load_error<double>(p, "unreferenced bytes after the last node");
+    expect_unreferenced_bytes_refused(c, "after the last node", "trailing-pool.hsp");
   }
 }
 
@@ -559,15 +569,7 @@ TEST(HspFile, UnreferencedBytesBetweenNodesAreRejected) {
     std::memcpy(gapped.data() + at + 32, c->pool.data() + at, c->pool.size() - at);
     reinterpret_cast<PoolHeader*>(gapped.data())->root = make_ref(at + 32, ref_type(root));
     c->pool = std::move(gapped);
-    try {
-      validate(*c);
-      ADD_FAILURE() << "validated a pool with unreferenced bytes between nodes";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("32 unreferenced bytes between nodes"), std::string::npos) << e.what();
-    }
-    const auto p = temp_path("gapped-pool.hsp");
-    save_hsp(p, Matrix<double>(c));
-    expect_load_error<double>(p, "unreferenced bytes between nodes");
+    expect_unreferenced_bytes_refused(c, "between nodes", "gapped-pool.hsp");
   }
 }
 

@@ -215,14 +215,18 @@ int run_every_op(const Operands& o, const DeviceMatrix<float>& da, const DeviceM
   return failures;
 }
 
-class FailureModes : public ::testing::TestWithParam<bool> {};  // wide nodes or not
-
-TEST_P(FailureModes, DeviceMemoryExhaustedAnywhere) {
+// Each test: operands of the parameter's format (wide nodes or not) from a
+// fresh seed, uploaded.
+class FailureModes : public ::testing::TestWithParam<bool> {
+ protected:
   const bool wide = GetParam();
   const std::uint64_t seed = fresh_seed();
-  SCOPED_TRACE(seed_note(seed));
   const Operands o = make_operands(wide, seed);
-  DeviceMatrix<float> da(o.a), db(o.b);
+  DeviceMatrix<float> da{o.a}, db{o.b};
+};
+
+TEST_P(FailureModes, DeviceMemoryExhaustedAnywhere) {
+  SCOPED_TRACE(seed_note(seed));
   ASSERT_EQ(run_every_op(o, da, db, "with room"), 0);  // warm: kernels loaded, lazy reservations made
   runtime::release_cached_memory();
   const std::size_t baseline = free_device_bytes();
@@ -254,11 +258,7 @@ TEST_P(FailureModes, DeviceMemoryExhaustedAnywhere) {
 // memory error in the middle of the op (plan building included), gives back
 // everything allocated before it, and leaves the device usable.
 TEST_P(FailureModes, EveryAllocationFailsInTurn) {
-  const bool wide = GetParam();
-  const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
-  const Operands o = make_operands(wide, seed);
-  DeviceMatrix<float> da(o.a), db(o.b);
   ASSERT_EQ(run_every_op(o, da, db, "with room"), 0);
   runtime::release_cached_memory();
   const std::size_t baseline = free_device_bytes();
@@ -289,18 +289,16 @@ TEST_P(FailureModes, EveryAllocationFailsInTurn) {
       }
       std::printf("  %s: %ld %s allocations, each failed in turn\n", op.c_str(), k,
                   in_runtime ? "runtime" : "DeviceBytes");
-      if (!in_runtime) EXPECT_GT(k, 0) << op << " allocates no DeviceBytes";  // every op allocates its result
+      if (!in_runtime) {
+        EXPECT_GT(k, 0) << op << " allocates no DeviceBytes";  // every op allocates its result
+      }
     }
   }
   EXPECT_EQ(run_every_op(o, da, db, "after the injections"), 0);
 }
 
 TEST_P(FailureModes, QueueOverflowInEveryOp) {
-  const bool wide = GetParam();
-  const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
-  const Operands o = make_operands(wide, seed);
-  DeviceMatrix<float> da(o.a), db(o.b);
   const std::uint32_t tiny = 32;
   DeviceVector<float> x(o.x), y(std::vector<float>(o.a.rows(), 0));
   for (runtime::Controller c : runtime::all_controllers) {
@@ -345,11 +343,7 @@ TEST_P(FailureModes, QueueOverflowInEveryOp) {
 }
 
 TEST_P(FailureModes, AddRerunsWhenItsPoolIsShort) {
-  const bool wide = GetParam();
-  const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
-  const Operands o = make_operands(wide, seed);
-  DeviceMatrix<float> da(o.a), db(o.b);
   const Matrix<float> want = ops::add_reference(o.a, o.b, 2.0f, 1.0f);
   // From the header alone (a rerun per doubling) to just short of the result.
   for (std::uint64_t first : {std::uint64_t{16}, std::uint64_t{4096}, want.pool_bytes() / 2, want.pool_bytes() - 16}) {

@@ -166,6 +166,17 @@ protected:
     }
 };
 
+// The tree workload (fan-out 8): its leaves at `depth`, and queue room for
+// all of them (the most either queue holds).
+std::uint64_t tree_leaves(std::uint32_t depth) {
+    std::uint64_t leaves = 1;
+    for (std::uint32_t i = 0; i < depth; ++i) leaves *= 8;
+    return leaves;
+}
+void room_for_tree(rt::RuntimeConfig& c, std::uint64_t leaves) {
+    c.capacities = {static_cast<std::uint32_t>(leaves), static_cast<std::uint32_t>(leaves)};
+}
+
 std::string controller_name(const ::testing::TestParamInfo<rt::Controller>& info) {
     return std::string(rt::to_string(info.param));
 }
@@ -195,11 +206,10 @@ TEST_P(PerController, ChainOfDependentLevels) {
 
 TEST_P(PerController, TreeOfTinyItemsExactlyOnceAndRepeatable) {
     const std::uint32_t depth = sizes().tree_depth;
-    std::uint64_t leaves = 1;
-    for (std::uint32_t i = 0; i < depth; ++i) leaves *= 8;
+    const std::uint64_t leaves = tree_leaves(depth);
     TotalsBuffer totals;
     rt::RuntimeConfig c = config();
-    c.capacities = {static_cast<std::uint32_t>(leaves), static_cast<std::uint32_t>(leaves)};
+    room_for_tree(c, leaves);
     rt::Stream stream;  // a user stream, not the default one
     rt::Runtime<wl::TreeSetup, wl::TreeState> runtime(c, wl::TreeState{totals.device(), 8, depth}, stream.get());
     runtime.seed<wl::TreeNode>(wl::TreeItem{0, 0});
@@ -220,11 +230,10 @@ TEST_P(PerController, TreeOfTinyItemsExactlyOnceAndRepeatable) {
 // seen never exceeds what the queues held at most.
 TEST_P(PerController, ProfileAccountsForEveryBatch) {
     const std::uint32_t depth = sizes().tree_depth;
-    std::uint64_t leaves = 1;
-    for (std::uint32_t i = 0; i < depth; ++i) leaves *= 8;
+    const std::uint64_t leaves = tree_leaves(depth);
     TotalsBuffer totals;
     rt::RuntimeConfig c = config();
-    c.capacities = {static_cast<std::uint32_t>(leaves), static_cast<std::uint32_t>(leaves)};
+    room_for_tree(c, leaves);
     c.profile = true;
     rt::Runtime<wl::TreeSetup, wl::TreeState> runtime(c, wl::TreeState{totals.device(), 8, depth});
     runtime.seed<wl::TreeNode>(wl::TreeItem{0, 0});
@@ -322,9 +331,8 @@ TEST(Persistent, WithoutLocalStash) {
         EXPECT_EQ(totals.read().count, levels);
     }
     const std::uint32_t depth = sizes().tree_depth;
-    std::uint64_t leaves = 1;
-    for (std::uint32_t i = 0; i < depth; ++i) leaves *= 8;
-    c.capacities = {static_cast<std::uint32_t>(leaves), static_cast<std::uint32_t>(leaves)};
+    const std::uint64_t leaves = tree_leaves(depth);
+    room_for_tree(c, leaves);
     rt::Runtime<wl::TreeSetup, wl::TreeState> runtime(c, wl::TreeState{totals.device(), 8, depth});
     runtime.seed<wl::TreeNode>(wl::TreeItem{0, 0});
     totals.clear();

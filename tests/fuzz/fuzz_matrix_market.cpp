@@ -7,14 +7,13 @@
 #include "canonical.hpp"
 #include "hisparse/formats/matrix_market.hpp"
 #include "memory_file.hpp"
+#include "mm_limits.hpp"
 
 namespace {
 using namespace hisparse;
 using hisparse::fuzz::require;
 
-// Small limits keep one run's memory bounded; the limits themselves are
-// exercised: an input over them must be refused, not read.
-constexpr MmLimits limits{index_t{1} << 48, std::uint64_t{1} << 16, std::size_t{1} << 14};
+using fuzz::mm_limits;
 
 template <class V>
 void read_and_build(MmReader& reader, const MmHeader& h, std::size_t salt) {
@@ -42,7 +41,7 @@ void read_and_build(MmReader& reader, const MmHeader& h, std::size_t salt) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const fuzz::MemoryFile file({data, size});
   try {
-    MmReader reader(file.path(), limits);
+    MmReader reader(file.path(), mm_limits);
     const MmHeader h = reader.header();
     const bool wide = size % 2 == 1;  // both precisions over the corpus
     if (h.field == MmField::complex) {

@@ -6,25 +6,26 @@
 
 #include "hisparse/formats/matrix_market.hpp"
 #include "memory_file.hpp"
+#include "mm_limits.hpp"
 
 namespace {
 using namespace hisparse;
 using hisparse::fuzz::require;
 
-constexpr MmLimits limits{index_t{1} << 48, std::uint64_t{1} << 16, std::size_t{1} << 14};
+using fuzz::mm_limits;
 
 template <class V>
 void read(MmReader& reader, std::optional<std::uint64_t> expected) {
   const std::vector<V> v = reader.read_vector<V>(expected);
   require(!expected || v.size() == *expected, "a vector of another length than the expected one");
-  require(v.size() <= limits.max_entries, "a vector longer than the limit");
+  require(v.size() <= mm_limits.max_entries, "a vector longer than the limit");
 }
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const fuzz::MemoryFile file({data, size});
   try {
-    MmReader reader(file.path(), limits);
+    MmReader reader(file.path(), mm_limits);
     const MmHeader h = reader.header();
     // The expected length: none, the declared one, or one the file does not have.
     std::optional<std::uint64_t> expected;

@@ -1,8 +1,6 @@
 // The GPU side of `hisparse bench`.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <numeric>
 #include <optional>
 #include <random>
 
@@ -15,56 +13,10 @@
 #include "hisparse/ops/gpu_controllers.hpp"
 #include "hisparse/ops/spmv_gpu.hpp"
 #include "hisparse/ops/spmv_reference.hpp"
+#include "cuda_timing.hpp"
 
 namespace hisparse::cli {
 namespace {
-
-struct Timing {
-  double median, mean, std;
-};
-
-// Times f() with CUDA events, after `warmup` untimed calls lasting at least
-// `warmup_ms` together. With a flush
-// buffer, every timed call is preceded (outside the events) by a write of
-// twice the L2 size, so the matrix and vectors come from HBM: cold L2.
-// `host_work`: f also works on the host (allocates, sets up a runtime); the
-// start event is then waited for before f is called, since an event only
-// gets its time stamp when the GPU reaches it, which can be as late as the
-// first command f submits, leaving f's host time out.
-template <class F>
-Timing time_calls(F&& f, const BenchOptions& o, DeviceBytes* flush, bool host_work = false) {
-  const auto warm_start = std::chrono::steady_clock::now();
-  for (int i = 0;; ++i) {
-    if (i >= o.warmup) {
-      cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize(warm-up)");
-      if (std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - warm_start).count() >= o.warmup_ms)
-        break;
-    }
-    f();
-  }
-  cudaEvent_t a, b;
-  cuda_check(cudaEventCreate(&a), "cudaEventCreate");
-  cuda_check(cudaEventCreate(&b), "cudaEventCreate");
-  std::vector<double> t(o.runs);
-  for (int i = 0; i < o.runs; ++i) {
-    if (flush) cuda_check(cudaMemsetAsync(flush->get(), i & 0xFF, flush->size()), "cudaMemsetAsync(flush)");
-    cuda_check(cudaEventRecord(a), "cudaEventRecord");
-    if (host_work) cuda_check(cudaEventSynchronize(a), "cudaEventSynchronize");
-    f();
-    cuda_check(cudaEventRecord(b), "cudaEventRecord");
-    cuda_check(cudaEventSynchronize(b), "cudaEventSynchronize");
-    float ms = 0;
-    cuda_check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
-    t[i] = ms;
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  const double mean = std::accumulate(t.begin(), t.end(), 0.0) / t.size();
-  double var = 0;
-  for (double v : t) var += (v - mean) * (v - mean);
-  std::sort(t.begin(), t.end());
-  return {t[t.size() / 2], mean, std::sqrt(var / t.size())};
-}
 
 // Largest absolute difference over the largest magnitude wanted; infinite
 // where a NaN appears.
@@ -128,7 +80,8 @@ class Recorder {
     r.rel_error = err;
     r.ok = ok;
     if (ok) {
-      const Timing tm = time_calls(timed, o_, o_.cold ? &flush_ : nullptr, host_work);
+      const tools::Timing tm = tools::time_calls(timed, tools::TimingPlan{o_.warmup, o_.warmup_ms, o_.runs},
+                                                   o_.cold ? &flush_ : nullptr, host_work);
       r.median_ms = tm.median;
       r.mean_ms = tm.mean;
       r.std_ms = tm.std;

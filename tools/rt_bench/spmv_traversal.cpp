@@ -17,36 +17,17 @@
 #include "hisparse/gen/generators.hpp"
 #include "hisparse/ops/gpu_controllers.hpp"
 #include "hisparse/ops/spmv_gpu.hpp"
+#include "cuda_timing.hpp"
 
 namespace hisparse::runtime::bench {
 namespace {
 
 // Median of `repeat` calls, each after the L2 was emptied (a write of twice
-// its size, outside the events), timed with CUDA events; two calls first.
+// its size, outside the events), timed with CUDA events (`hisparse bench`'s
+// timing); two calls first.
 template <class F>
 double cold_median_ms(F&& f, DeviceBytes& flush, unsigned repeat) {
-  f();
-  f();
-  cudaEvent_t a, b;
-  cuda_check(cudaEventCreate(&a), "cudaEventCreate");
-  cuda_check(cudaEventCreate(&b), "cudaEventCreate");
-  std::vector<double> ms;
-  for (unsigned i = 0; i < std::max(repeat, 1u); ++i) {
-    cuda_check(cudaMemsetAsync(flush.get(), static_cast<int>(i & 0xFF), flush.size()), "cudaMemsetAsync(flush)");
-    cuda_check(cudaEventRecord(a), "cudaEventRecord");
-    // A one-shot call works on the host too: its time counts from here.
-    cuda_check(cudaEventSynchronize(a), "cudaEventSynchronize");
-    f();
-    cuda_check(cudaEventRecord(b), "cudaEventRecord");
-    cuda_check(cudaEventSynchronize(b), "cudaEventSynchronize");
-    float t = 0;
-    cuda_check(cudaEventElapsedTime(&t, a, b), "cudaEventElapsedTime");
-    ms.push_back(t);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  return tools::time_calls(f, tools::TimingPlan{2, 0.0, static_cast<int>(repeat)}, &flush, true).median;
 }
 
 template <class V>
