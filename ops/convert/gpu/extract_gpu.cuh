@@ -1,0 +1,123 @@
+#pragma once
+// The GPU extraction: node pool -> the logical matrix op(A)·scale as CSR or
+// COO, sorted row-major (formats/src/builder.cpp's to_csr/to_coo is the
+// specification).
+//
+// 1. Walk the tree level by level (a frontier of nodes with their block
+//    coordinates; a scan of child counts places the next level), keeping the
+//    leaves and COOW nodes in tree order.
+// 2. Every leaf writes its entries at its scanned position (one warp each).
+// 3. A stable radix sort by logical row. For a fixed row, tree order already
+//    is column order (the tree key orders a row's blocks by column digits,
+//    nodes store entries row-major, and the same holds with rows and columns
+//    exchanged for a transposed state), so one sort by row is all it takes.
+#include <algorithm>
+#include <bit>
+#include <limits>
+#include <string>
+
+#include "extract_kernels.cuh"
+#include "hisparse/ops/convert_gpu.hpp"
+#include "work_memory.cuh"
+
+namespace hisparse::ops::convert_detail {
+
+template <class I>
+void check_index_range(index_t rows, index_t cols, std::uint64_t nnz) {
+  constexpr std::uint64_t lim = static_cast<std::uint64_t>(std::numeric_limits<I>::max());
+  if (rows > lim || cols > lim || nnz > lim)
+    throw LimitError(std::string("a ") + std::to_string(rows) + " x " + std::to_string(cols) + " matrix with " +
+                     std::to_string(nnz) + " entries does not fit " + std::to_string(sizeof(I) * 8) +
+                     "-bit signed indices");
+}
+
+// Logical entries in row-major order: row (as sort keys), then gathered into
+// the caller's arrays (row_out null for CSR, whose row pointers are written
+// from the sorted rows).
+template <class V, class I>
+void extract(WorkMemory& w, const DeviceMatrix<V>& a, I* row_out, I* row_ptr, I* col_out, V* val_out) {
+  const cudaStream_t st = w.stream();
+  const Shape& shape = a.shape();
+  const u32 b = shape.log2_node_size, L = shape.depth;
+  const u64 n = a.nnz();
+  const index_t rows = a.rows();
+  if (n > 0xFFFFFFFFull) throw LimitError("GPU extraction handles at most 2^32 - 1 entries");
+  if (n == 0 || a.root() == null_ref) {
+    if (row_ptr) {
+      Array<u64> none(w, 1);
+      row_ptr_kernel<I><<<blocks_for(rows + 1), 256, 0, st>>>(none.get(), 0, rows, row_ptr);
+      w.check_launch("row pointer kernel");
+      w.sync("cudaStreamSynchronize(GPU extraction)");
+    }
+    return;
+  }
+  const std::byte* pool = a.pool();
+
+  // 1. The frontier, level by level.
+  Array<u32> ref(w, 1);
+  Array<u64> R(w, 1), C(w, 1);
+  const NodeRef root = a.root();
+  cuda_check(cudaMemcpyAsync(ref.get(), &root, sizeof(root), cudaMemcpyHostToDevice, st), "cudaMemcpyAsync");
+  cuda_check(cudaMemsetAsync(R.get(), 0, sizeof(u64), st), "cudaMemsetAsync");
+  cuda_check(cudaMemsetAsync(C.get(), 0, sizeof(u64), st), "cudaMemsetAsync");
+  u64 size = 1;
+  for (u32 l = 0; l + 1 < L; ++l) {
+    const Frontier f{ref.get(), R.get(), C.get(), size};
+    Array<u64> count(w, size + 1), first(w, size + 1);
+    child_count_kernel<<<blocks_for(size + 1), 256, 0, st>>>(f, pool, b, count.get());
+    exclusive_sum(w, count.get(), first.get(), size + 1);
+    const u64 next = read_back(w, first.get() + size, "read frontier size");
+    Array<u32> ref2(w, next);
+    Array<u64> R2(w, next), C2(w, next);
+    expand_kernel<<<blocks_for(size), 256, 0, st>>>(f, pool, b, first.get(), ref2.get(), R2.get(), C2.get());
+    w.check_launch("expand kernel");
+    ref = std::move(ref2);
+    R = std::move(R2);
+    C = std::move(C2);
+    size = next;
+  }
+
+  // 2. Entries at their tree-order positions.
+  const Frontier f{ref.get(), R.get(), C.get(), size};
+  Array<u64> first(w, size + 1);
+  {
+    Array<u64> count(w, size + 1);
+    entry_count_kernel<<<blocks_for(size + 1), 256, 0, st>>>(f, pool, b, count.get());
+    exclusive_sum(w, count.get(), first.get(), size + 1);
+  }
+  const u64 total = read_back(w, first.get() + size, "read entry count");
+  if (total != n)
+    throw Error("GPU extraction: the pool holds " + std::to_string(total) + " entries, the matrix says " +
+                std::to_string(n));
+  Array<u64> keys(w, n), col(w, n);
+  Array<V> val(w, n);
+  const V scale = a.scale();
+  const unsigned warps_per_block = 8;
+  const unsigned blocks = static_cast<unsigned>(std::min<u64>((size + warps_per_block - 1) / warps_per_block, 1u << 20));
+  entries_kernel<V><<<blocks, 32 * warps_per_block, 0, st>>>(f, pool, b, first.get(), a.transposed(), scale,
+                                                             scale == V(1), keys.get(), col.get(), val.get());
+  w.check_launch("entries kernel");
+  first.release();
+  ref.release();
+  R.release();
+  C.release();
+
+  // 3. Stable sort by row; columns and values follow.
+  Array<u32> order(w, n), order2(w, n);
+  iota_kernel<<<blocks_for(n), 256, 0, st>>>(order.get(), n);
+  Array<u64> sorted(w, n);
+  radix_sort_pairs(w, keys.get(), sorted.get(), order.get(), order2.get(), n,
+                   static_cast<int>(rows > 1 ? std::bit_width(rows - 1) : 1));
+  keys.release();
+  order.release();
+  gather_entries_kernel<V, I><<<blocks_for(n), 256, 0, st>>>(sorted.get(), order2.get(), col.get(), val.get(), n,
+                                                             row_out, col_out, val_out);
+  w.check_launch("gather kernel");
+  if (row_ptr) {
+    row_ptr_kernel<I><<<blocks_for(rows + 1), 256, 0, st>>>(sorted.get(), n, rows, row_ptr);
+    w.check_launch("row pointer kernel");
+  }
+  w.sync("cudaStreamSynchronize(GPU extraction)");
+}
+
+}  // namespace hisparse::ops::convert_detail

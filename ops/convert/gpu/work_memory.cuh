@@ -1,0 +1,156 @@
+#pragma once
+// Work memory of one conversion: typed device arrays that count what the
+// conversion holds at once (ConvertStats::peak_work_bytes), and the few CUB
+// device-wide algorithms it runs, on its stream, with their temporary storage
+// counted too.
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_scan.cuh>
+#include <cub/device/device_segmented_sort.cuh>
+
+#include <cstdint>
+#include <string>
+
+#include "hisparse/formats/device_matrix.hpp"
+
+namespace hisparse::ops::convert_detail {
+
+class WorkMemory {
+ public:
+  explicit WorkMemory(cudaStream_t stream) : stream_(stream) {}
+  [[nodiscard]] cudaStream_t stream() const { return stream_; }
+  [[nodiscard]] std::uint64_t peak() const { return peak_; }
+  void add(std::uint64_t bytes) {
+    current_ += bytes;
+    if (current_ > peak_) peak_ = current_;
+  }
+  void remove(std::uint64_t bytes) { current_ -= bytes; }
+  void sync(const char* what) const { cuda_check(cudaStreamSynchronize(stream_), what); }
+  void check_launch(const char* what) const { cuda_check(cudaGetLastError(), what); }
+
+ private:
+  cudaStream_t stream_;
+  std::uint64_t current_ = 0, peak_ = 0;
+};
+
+// A device array of n T's, counted against its WorkMemory while it lives.
+template <class T>
+class Array {
+ public:
+  Array() = default;
+  Array(WorkMemory& w, std::uint64_t n) : w_(&w), n_(n), bytes_(n * sizeof(T)) {
+    w.add(bytes_);
+    try {
+      mem_ = DeviceBytes(bytes_);
+    } catch (...) {
+      w.remove(bytes_);
+      throw;
+    }
+  }
+  Array(Array&& o) noexcept : w_(o.w_), n_(o.n_), bytes_(o.bytes_), mem_(std::move(o.mem_)) { o.w_ = nullptr; }
+  Array& operator=(Array&& o) noexcept {
+    if (this != &o) {
+      release();
+      w_ = o.w_;
+      n_ = o.n_;
+      bytes_ = o.bytes_;
+      mem_ = std::move(o.mem_);
+      o.w_ = nullptr;
+    }
+    return *this;
+  }
+  ~Array() { release(); }
+  void release() {
+    if (w_) w_->remove(bytes_);
+    w_ = nullptr;
+    mem_ = DeviceBytes();
+    n_ = 0;
+  }
+  [[nodiscard]] T* get() const { return mem_.as<T>(); }
+  [[nodiscard]] std::uint64_t size() const { return n_; }
+  // Takes the memory out (the pool handed to the result): no longer counted.
+  DeviceBytes take() {
+    if (w_) w_->remove(bytes_);
+    w_ = nullptr;
+    n_ = 0;
+    return std::move(mem_);
+  }
+
+ private:
+  WorkMemory* w_ = nullptr;
+  std::uint64_t n_ = 0, bytes_ = 0;
+  DeviceBytes mem_;
+};
+
+// One element back to the host (synchronises the stream).
+template <class T>
+T read_back(WorkMemory& w, const T* p, const char* what) {
+  T v{};
+  cuda_check(cudaMemcpyAsync(&v, p, sizeof(T), cudaMemcpyDeviceToHost, w.stream()), what);
+  w.sync(what);
+  return v;
+}
+
+// CUB calls (CUB_NS_QUALIFIER: this unit wraps CUB in its own namespace, see
+// ops/meson.build): query the temporary storage, hold it (counted), run.
+template <class Call>
+void run_cub(WorkMemory& w, const char* what, Call&& call) {
+  std::size_t temp = 0;
+  cuda_check(call(nullptr, temp), what);
+  Array<std::uint8_t> t(w, temp ? temp : 1);
+  cuda_check(call(t.get(), temp), what);
+}
+
+template <class T>
+void exclusive_sum(WorkMemory& w, const T* in, T* out, std::uint64_t n) {
+  run_cub(w, "CUB_NS_QUALIFIER::DeviceScan::ExclusiveSum", [&](void* t, std::size_t& b) {
+    return CUB_NS_QUALIFIER::DeviceScan::ExclusiveSum(t, b, in, out, static_cast<std::int64_t>(n), w.stream());
+  });
+}
+
+template <class T>
+void inclusive_sum(WorkMemory& w, const T* in, T* out, std::uint64_t n) {
+  run_cub(w, "CUB_NS_QUALIFIER::DeviceScan::InclusiveSum", [&](void* t, std::size_t& b) {
+    return CUB_NS_QUALIFIER::DeviceScan::InclusiveSum(t, b, in, out, static_cast<std::int64_t>(n), w.stream());
+  });
+}
+
+// Stable sort of (key, value) pairs by the key's bits [0, bits). Sorted
+// results land in keys_out / vals_out.
+template <class K, class Vv>
+void radix_sort_pairs(WorkMemory& w, const K* keys_in, K* keys_out, const Vv* vals_in, Vv* vals_out, std::uint64_t n,
+                      int bits) {
+  if (n == 0) return;
+  run_cub(w, "cub::DeviceRadixSort::SortPairs", [&](void* t, std::size_t& b) {
+    return CUB_NS_QUALIFIER::DeviceRadixSort::SortPairs(t, b, keys_in, keys_out, vals_in, vals_out, static_cast<std::int64_t>(n), 0,
+                                           bits > 0 ? bits : 1, w.stream());
+  });
+}
+
+// Sort of (key, value) pairs within segments [begin[s], end[s]) (segments
+// need not cover the arrays; positions outside every segment are left
+// undefined in the outputs). Stable: equal keys keep their order.
+template <class K, class Vv>
+void segmented_sort_pairs(WorkMemory& w, const K* keys_in, K* keys_out, const Vv* vals_in, Vv* vals_out,
+                          std::uint64_t n, std::uint64_t segments, const std::uint64_t* begin,
+                          const std::uint64_t* end) {
+  if (n == 0 || segments == 0) return;
+  run_cub(w, "cub::DeviceSegmentedSort::StableSortPairs", [&](void* t, std::size_t& b) {
+    return CUB_NS_QUALIFIER::DeviceSegmentedSort::StableSortPairs(t, b, keys_in, keys_out, vals_in, vals_out,
+                                                     static_cast<std::int64_t>(n), static_cast<std::int64_t>(segments),
+                                                     begin, end, w.stream());
+  });
+}
+
+__global__ void iota_kernel(std::uint32_t* out, std::uint64_t n) {
+  for (std::uint64_t i = blockIdx.x * std::uint64_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::uint64_t(gridDim.x) * blockDim.x)
+    out[i] = static_cast<std::uint32_t>(i);
+}
+
+// Grid size for one thread per item.
+inline unsigned blocks_for(std::uint64_t n, unsigned block = 256) {
+  const std::uint64_t b = (n + block - 1) / block;
+  return static_cast<unsigned>(b ? b : 1);
+}
+
+}  // namespace hisparse::ops::convert_detail

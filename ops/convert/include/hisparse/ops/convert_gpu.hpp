@@ -1,0 +1,123 @@
+#pragma once
+// Format conversion on the GPU, from and to arrays already in device memory.
+//
+//  build_device_matrix(csr | coo):  device CSR or COO arrays -> DeviceMatrix.
+//      The same rules as the host builder (build_matrix): duplicates summed in
+//      input order, explicit zeros kept, the same node types (wide nodes by the
+//      same rule unless options.wide_nodes is false). The pool is byte for
+//      byte the host builder's for the same input (tests check it).
+//  to_device_csr / to_device_coo:   DeviceMatrix -> the logical matrix
+//      op(A)·scale as CSR or COO device arrays, sorted row-major, exactly as
+//      the host's to_csr / to_coo.
+//
+// Index arrays are signed, as cuSPARSE, CuPy and PyTorch keep them:
+// std::int32_t or std::int64_t. Value types: float, double.
+//
+// Synchronisation: both directions run on `stream` and synchronise it a few
+// times (the sizes of the skeleton's levels and of the pool are needed on the
+// host to allocate); they return when the result is complete. The caller's
+// input arrays must be ready on `stream` (or earlier) when called.
+//
+// Errors: bad input (row pointers not starting at 0, decreasing or not ending
+// at nnz; an index outside the matrix; a matrix whose pool would pass the 4 GiB
+// limit, or whose conversion does not fit in device memory) throws
+// hisparse::Error / LimitError naming what and where, before any result
+// exists; nothing the call allocated is left behind and the device stays
+// usable. Work memory (docs/ops.md, "Conversion"): the peak is reported in
+// ConvertStats and bounded, per input entry, by convert_work_bytes_per_entry.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "hisparse/formats/builder.hpp"
+#include "hisparse/formats/device_matrix.hpp"
+
+namespace hisparse::ops {
+
+// Caller-owned device arrays (not copied, not freed).
+template <class V, class I>
+struct DeviceCsrView {
+  index_t rows = 0;
+  index_t cols = 0;
+  std::uint64_t nnz = 0;
+  const I* row_ptr = nullptr;  // rows + 1 entries
+  const I* col = nullptr;      // nnz entries, any order within a row
+  const V* val = nullptr;      // nnz entries
+};
+
+template <class V, class I>
+struct DeviceCooView {
+  index_t rows = 0;
+  index_t cols = 0;
+  std::uint64_t nnz = 0;
+  const I* row = nullptr;  // nnz entries each, any order, duplicates allowed
+  const I* col = nullptr;
+  const V* val = nullptr;
+};
+
+// Library-allocated results of to_device_csr / to_device_coo (DeviceBytes
+// frees them; `view()` hands out the pointers).
+template <class V, class I>
+struct DeviceCsr {
+  index_t rows = 0;
+  index_t cols = 0;
+  std::uint64_t nnz = 0;
+  DeviceBytes row_ptr, col, val;
+  [[nodiscard]] DeviceCsrView<V, I> view() const {
+    return {rows, cols, nnz, row_ptr.as<const I>(), col.as<const I>(), val.as<const V>()};
+  }
+};
+
+template <class V, class I>
+struct DeviceCoo {
+  index_t rows = 0;
+  index_t cols = 0;
+  std::uint64_t nnz = 0;
+  DeviceBytes row, col, val;
+  [[nodiscard]] DeviceCooView<V, I> view() const {
+    return {rows, cols, nnz, row.as<const I>(), col.as<const I>(), val.as<const V>()};
+  }
+};
+
+// What a conversion did and held.
+struct ConvertStats {
+  std::uint64_t input_entries = 0;    // entries read (duplicates included)
+  std::uint64_t entries = 0;          // entries of the result
+  std::uint64_t leaves = 0;           // leaf blocks holding entries (build)
+  std::uint64_t pool_bytes = 0;       // the result's pool (build) or the source's (extract)
+  std::uint64_t peak_work_bytes = 0;  // device memory held at once besides the input and the result
+};
+
+// The work memory bound: a conversion of n input entries never holds more than
+// n * convert_work_bytes_per_entry(sizeof(V)) + convert_work_fixed_bytes at
+// once (sort buffers included), besides its input and its result. It is
+// checked against the free device memory before anything is allocated.
+constexpr std::uint64_t convert_work_bytes_per_entry(std::uint64_t value_bytes) { return 40 + 2 * value_bytes; }
+inline constexpr std::uint64_t convert_work_fixed_bytes = std::uint64_t{64} << 20;
+
+template <class V, class I>
+DeviceMatrix<V> build_device_matrix(const DeviceCsrView<V, I>& csr, const BuildOptions& options = {},
+                                    cudaStream_t stream = nullptr, ConvertStats* stats = nullptr);
+
+template <class V, class I>
+DeviceMatrix<V> build_device_matrix(const DeviceCooView<V, I>& coo, const BuildOptions& options = {},
+                                    cudaStream_t stream = nullptr, ConvertStats* stats = nullptr);
+
+// Into caller memory: row_ptr holds a.rows() + 1 entries, col and val a.nnz().
+template <class V, class I>
+void to_device_csr(const DeviceMatrix<V>& a, I* row_ptr, I* col, V* val, cudaStream_t stream = nullptr,
+                   ConvertStats* stats = nullptr);
+
+// Into caller memory: row, col and val hold a.nnz() entries each.
+template <class V, class I>
+void to_device_coo(const DeviceMatrix<V>& a, I* row, I* col, V* val, cudaStream_t stream = nullptr,
+                   ConvertStats* stats = nullptr);
+
+// Library-allocated forms of the two above.
+template <class V, class I>
+DeviceCsr<V, I> to_device_csr(const DeviceMatrix<V>& a, cudaStream_t stream = nullptr, ConvertStats* stats = nullptr);
+
+template <class V, class I>
+DeviceCoo<V, I> to_device_coo(const DeviceMatrix<V>& a, cudaStream_t stream = nullptr, ConvertStats* stats = nullptr);
+
+}  // namespace hisparse::ops
