@@ -3,9 +3,8 @@
 // with its bytes (formats/src/builder.cpp is the specification).
 //
 // 1. Sort the entries by (leaf block row, leaf block column, row, column):
-//    COO by one radix sort (two when the key passes 64 bits); CSR by a
-//    segmented sort within each block row of d rows only, since its rows are
-//    already grouped: no global sort.
+//    one radix sort over the key bits in use (two when the key passes 64
+//    bits); a CSR's rows are expanded first.
 // 2. Sum duplicates (input order, as the host) and find the leaves.
 // 3. Sort the leaves (far fewer than entries) by tree key: the pool's order.
 // 4. Top down over the leaves' tree keys: each upper level's nodes, their
@@ -46,9 +45,22 @@ I read_index(WorkMemory& w, const I* p) {
   return read_back(w, p, "cudaMemcpyAsync(bad input)");
 }
 
-template <class V, class I>
-SortedEntries<V> sort_coo(WorkMemory& w, const DeviceCooView<V, I>& in, const Shape& shape) {
-  const u64 n = in.nnz;
+// Entries as separate row and column arrays (a COO, or a CSR's rows expanded).
+template <class V, class RI, class CI>
+struct EntryArrays {
+  index_t rows, cols;
+  u64 n;
+  const RI* row;
+  const CI* col;
+  const V* val;
+};
+
+// Checks every index and sorts; returns the first entry with an index outside
+// the matrix (no_bad if none) and leaves `out` empty then.
+template <class V, class RI, class CI>
+unsigned long long sort_entries(WorkMemory& w, const EntryArrays<V, RI, CI>& in, const Shape& shape,
+                                SortedEntries<V>& out) {
+  const u64 n = in.n;
   const u32 b = shape.log2_node_size;
   const u32 rb = in.rows ? bit_width_of((in.rows - 1) >> b) : 0;
   const u32 loc_bits = (in.cols ? bit_width_of((in.cols - 1) >> b) : 0) + 2 * b;
@@ -58,19 +70,15 @@ SortedEntries<V> sort_coo(WorkMemory& w, const DeviceCooView<V, I>& in, const Sh
   Array<u32> perm(w, n);
   coo_keys_kernel<<<blocks_for(n), 256, 0, w.stream()>>>(in.row, in.col, n, in.rows, in.cols, b, loc_bits, one_sort,
                                                          key.get(), perm.get(), bad.get());
-  w.check_launch("COO keys kernel");
-  const auto first_bad = read_back(w, bad.get(), "cudaMemcpyAsync(COO check)");
-  if (first_bad != no_bad) {
-    const long long r = static_cast<long long>(read_index(w, in.row + first_bad));
-    const long long c = static_cast<long long>(read_index(w, in.col + first_bad));
-    throw Error("COO input: entry " + std::to_string(first_bad) + " at (" + std::to_string(r) + ", " +
-                std::to_string(c) + ") lies outside the " + std::to_string(in.rows) + " x " + std::to_string(in.cols) +
-                " matrix");
-  }
+  w.check_launch("keys kernel");
+  const auto first_bad = read_back(w, bad.get(), "cudaMemcpyAsync(index check)");
+  if (first_bad != no_bad) return first_bad;
+  w.phase("keys and checks");
   Array<u64> key2(w, n);
   Array<u32> perm2(w, n);
   radix_sort_pairs(w, key.get(), key2.get(), perm.get(), perm2.get(), n, one_sort ? rb + loc_bits : loc_bits);
-  SortedEntries<V> s;
+  w.phase("radix sort");
+  SortedEntries<V>& s = out;
   s.n = n;
   if (one_sort) {
     key.release();
@@ -78,11 +86,12 @@ SortedEntries<V> sort_coo(WorkMemory& w, const DeviceCooView<V, I>& in, const Sh
     s.R = Array<u64>(w, n);
     s.loc = Array<u64>(w, n);
     s.val = Array<V>(w, n);
-    sorted_entries_kernel<I, V><<<blocks_for(n), 256, 0, w.stream()>>>(
-        key2.get(), true, loc_bits, nullptr, nullptr, 0, in.row, in.col, b, perm2.get(), in.val, n, s.R.get(),
-        s.loc.get(), s.val.get());
+    sorted_entries_kernel<RI, CI, V><<<blocks_for(n), 256, 0, w.stream()>>>(
+        key2.get(), true, loc_bits, nullptr, in.row, in.col, b, perm2.get(), in.val, n, s.R.get(), s.loc.get(),
+        s.val.get());
     w.check_launch("sorted entries kernel");
-    return s;
+    w.phase("sorted entries");
+    return no_bad;
   }
   // A key past 64 bits: sorted by loc, now stably by R.
   key2.release();
@@ -94,17 +103,36 @@ SortedEntries<V> sort_coo(WorkMemory& w, const DeviceCooView<V, I>& in, const Sh
   s.R = Array<u64>(w, n);
   s.loc = Array<u64>(w, n);
   s.val = Array<V>(w, n);
-  sorted_entries_kernel<I, V><<<blocks_for(n), 256, 0, w.stream()>>>(nullptr, false, loc_bits, rows_sorted.get(),
-                                                                     nullptr, 0, in.row, in.col, b, perm.get(), in.val,
-                                                                     n, s.R.get(), s.loc.get(), s.val.get());
+  sorted_entries_kernel<RI, CI, V><<<blocks_for(n), 256, 0, w.stream()>>>(
+      nullptr, false, loc_bits, rows_sorted.get(), in.row, in.col, b, perm.get(), in.val, n, s.R.get(), s.loc.get(),
+      s.val.get());
   w.check_launch("sorted entries kernel");
-  return s;
+  w.phase("sorted entries");
+  return no_bad;
 }
 
 template <class V, class I>
+SortedEntries<V> sort_coo(WorkMemory& w, const DeviceCooView<V, I>& in, const Shape& shape) {
+  w.phase("start");
+  SortedEntries<V> s;
+  const auto first_bad = sort_entries(w, EntryArrays<V, I, I>{in.rows, in.cols, in.nnz, in.row, in.col, in.val}, shape, s);
+  if (first_bad != no_bad) {
+    const long long r = static_cast<long long>(read_index(w, in.row + first_bad));
+    const long long c = static_cast<long long>(read_index(w, in.col + first_bad));
+    throw Error("COO input: entry " + std::to_string(first_bad) + " at (" + std::to_string(r) + ", " +
+                std::to_string(c) + ") lies outside the " + std::to_string(in.rows) + " x " + std::to_string(in.cols) +
+                " matrix");
+  }
+  return s;
+}
+
+// CSR: the row pointers checked, the rows expanded (a max-scan of row starts),
+// then the COO path. Its one radix sort costs less than a segmented sort per
+// block row (H100, docs/perf-log.md C1).
+template <class V, class I>
 SortedEntries<V> sort_csr(WorkMemory& w, const DeviceCsrView<V, I>& in, const Shape& shape) {
   const u64 n = in.nnz;
-  const u32 b = shape.log2_node_size;
+  w.phase("start");
   {
     auto bad = bad_flag(w);
     check_row_ptr_kernel<<<blocks_for(in.rows + 1), 256, 0, w.stream()>>>(in.row_ptr, in.rows, n, bad.get());
@@ -121,39 +149,25 @@ SortedEntries<V> sort_csr(WorkMemory& w, const DeviceCsrView<V, I>& in, const Sh
                   "] = " + std::to_string(p) + ", row_ptr[" + std::to_string(r + 1) + "] = " + std::to_string(p1) + ")");
     }
   }
-  auto bad = bad_flag(w);
-  Array<u64> key(w, n);
-  Array<u32> perm(w, n);
-  csr_keys_kernel<<<blocks_for(n), 256, 0, w.stream()>>>(in.row_ptr, in.col, n, in.rows, in.cols, b, key.get(),
-                                                         perm.get(), bad.get());
-  w.check_launch("CSR keys kernel");
-  const auto first_bad = read_back(w, bad.get(), "cudaMemcpyAsync(CSR check)");
-  if (first_bad != no_bad) {
-    const long long c = static_cast<long long>(read_index(w, in.col + first_bad));
-    throw Error("CSR input: entry " + std::to_string(first_bad) + " has column index " + std::to_string(c) +
-                ", outside the " + std::to_string(in.cols) + " columns");
-  }
-  const u64 segments = (in.rows + (u64{1} << b) - 1) >> b;
-  Array<u64> begin(w, segments), end(w, segments);
-  block_row_segments_kernel<<<blocks_for(segments), 256, 0, w.stream()>>>(in.row_ptr, in.rows, b, segments,
-                                                                          begin.get(), end.get());
-  w.check_launch("CSR segments kernel");
-  Array<u64> key2(w, n);
-  Array<u32> perm2(w, n);
-  segmented_sort_pairs(w, key.get(), key2.get(), perm.get(), perm2.get(), n, segments, begin.get(), end.get());
-  key.release();
-  perm.release();
-  end.release();
   SortedEntries<V> s;
-  s.n = n;
-  s.R = Array<u64>(w, n);
-  s.loc = Array<u64>(w, n);
-  s.val = Array<V>(w, n);
-  sorted_entries_kernel<I, V><<<blocks_for(n), 256, 0, w.stream()>>>(key2.get(), false, 0, nullptr, begin.get(),
-                                                                     segments, static_cast<const I*>(nullptr),
-                                                                     static_cast<const I*>(nullptr), b, perm2.get(),
-                                                                     in.val, n, s.R.get(), s.loc.get(), s.val.get());
-  w.check_launch("sorted entries kernel");
+  if (n == 0) return s;
+  Array<u64> row_of(w, n);
+  {
+    Array<u64> starts(w, n);
+    cuda_check(cudaMemsetAsync(starts.get(), 0, n * sizeof(u64), w.stream()), "cudaMemsetAsync");
+    mark_row_starts_kernel<<<blocks_for(in.rows), 256, 0, w.stream()>>>(in.row_ptr, in.rows, starts.get());
+    w.check_launch("row starts kernel");
+    inclusive_max(w, starts.get(), row_of.get(), n);
+  }
+  w.phase("CSR rows expanded");
+  const auto first_bad =
+      sort_entries(w, EntryArrays<V, u64, I>{in.rows, in.cols, n, row_of.get(), in.col, in.val}, shape, s);
+  if (first_bad != no_bad) {
+    const u64 r = read_back(w, row_of.get() + first_bad, "cudaMemcpyAsync(bad input)");
+    const long long c = static_cast<long long>(read_index(w, in.col + first_bad));
+    throw Error("CSR input: entry " + std::to_string(first_bad) + " (row " + std::to_string(r) +
+                ") has column index " + std::to_string(c) + ", outside the " + std::to_string(in.cols) + " columns");
+  }
   return s;
 }
 

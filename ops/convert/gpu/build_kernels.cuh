@@ -10,6 +10,7 @@
 // pool's (the host builder's) node order. Tree keys reach 2b(depth-1) <= 94
 // bits, so they are (hi, lo) pairs; hi is zero for every matrix up to 2^32.
 #include <cstdint>
+#include <type_traits>
 
 #include "hisparse/formats/node.hpp"
 
@@ -48,7 +49,10 @@ __global__ void check_row_ptr_kernel(const I* row_ptr, u64 rows, u64 nnz, unsign
 
 template <class I>
 __device__ bool index_ok(I v, u64 limit) {
-  return v >= 0 && static_cast<u64>(v) < limit;
+  if constexpr (std::is_signed_v<I>) {
+    if (v < 0) return false;
+  }
+  return static_cast<u64>(v) < limit;
 }
 
 __device__ inline u64 local_key(u64 r, u64 c, u32 b) {
@@ -59,11 +63,12 @@ __device__ inline u64 local_key(u64 r, u64 c, u32 b) {
 // COO: checks every index (bad = smallest bad entry) and writes the sort key
 // and the identity permutation. With rows_in_key, the key is (R << loc_bits)
 // | loc (one sort); else loc alone (a second sort by R follows).
-template <class I>
-__global__ void coo_keys_kernel(const I* row, const I* col, u64 n, u64 rows, u64 cols, u32 b, u32 loc_bits,
+template <class RI, class CI>
+__global__ void coo_keys_kernel(const RI* row, const CI* col, u64 n, u64 rows, u64 cols, u32 b, u32 loc_bits,
                                 bool rows_in_key, u64* key, u32* perm, unsigned long long* bad) {
   for (u64 e = blockIdx.x * u64(blockDim.x) + threadIdx.x; e < n; e += u64(gridDim.x) * blockDim.x) {
-    const I r = row[e], c = col[e];
+    const RI r = row[e];
+    const CI c = col[e];
     perm[e] = static_cast<u32>(e);
     if (!index_ok(r, rows) || !index_ok(c, cols)) {
       atomicMin(bad, static_cast<unsigned long long>(e));
@@ -82,50 +87,22 @@ __global__ void gather_block_rows_kernel(const I* row, const u32* perm, u64 n, u
     out[i] = static_cast<u64>(row[perm[i]]) >> b;
 }
 
-// The row of CSR entry e: the last row whose pointer is <= e.
+// CSR rows per entry: each non-empty row marks its first entry; an inclusive
+// max-scan then gives every entry its row (no search per entry).
 template <class I>
-__device__ u64 row_of_entry(const I* row_ptr, u64 rows, u64 e) {
-  u64 lo = 0, hi = rows;  // row_ptr[lo] <= e < row_ptr[hi]
-  while (hi - lo > 1) {
-    const u64 mid = lo + (hi - lo) / 2;
-    if (static_cast<u64>(row_ptr[mid]) <= e) lo = mid; else hi = mid;
-  }
-  return lo;
-}
-
-// CSR: checks column indices; the key is loc, sorted within block rows.
-template <class I>
-__global__ void csr_keys_kernel(const I* row_ptr, const I* col, u64 n, u64 rows, u64 cols, u32 b, u64* key, u32* perm,
-                                unsigned long long* bad) {
-  for (u64 e = blockIdx.x * u64(blockDim.x) + threadIdx.x; e < n; e += u64(gridDim.x) * blockDim.x) {
-    const I c = col[e];
-    perm[e] = static_cast<u32>(e);
-    if (!index_ok(c, cols)) {
-      atomicMin(bad, static_cast<unsigned long long>(e));
-      key[e] = 0;
-      continue;
-    }
-    key[e] = local_key(row_of_entry(row_ptr, rows, e), static_cast<u64>(c), b);
+__global__ void mark_row_starts_kernel(const I* row_ptr, u64 rows, u64* row_of) {
+  for (u64 r = blockIdx.x * u64(blockDim.x) + threadIdx.x; r < rows; r += u64(gridDim.x) * blockDim.x) {
+    const u64 p = static_cast<u64>(row_ptr[r]);
+    if (p < static_cast<u64>(row_ptr[r + 1])) row_of[p] = r;
   }
 }
 
-// Segment s of the CSR sort: the entries of rows [s·d, min((s+1)·d, rows)).
-template <class I>
-__global__ void block_row_segments_kernel(const I* row_ptr, u64 rows, u32 b, u64 segments, u64* begin, u64* end) {
-  for (u64 s = blockIdx.x * u64(blockDim.x) + threadIdx.x; s < segments; s += u64(gridDim.x) * blockDim.x) {
-    const u64 r0 = s << b, r1 = (s + 1) << b;
-    begin[s] = static_cast<u64>(row_ptr[r0]);
-    end[s] = static_cast<u64>(row_ptr[r1 < rows ? r1 : rows]);
-  }
-}
-
-// After the sort: every entry's (R, loc) and value in sorted order.
-// From a combined key (rows_in_key), or R from the segment that holds
-// position i (CSR, seg_begin) or from the second sort's keys (sorted_R).
-template <class I, class V>
+// After the sort: every entry's (R, loc) and value in sorted order, from a
+// combined key (rows_in_key) or from the second sort's keys (sorted_R).
+template <class RI, class CI, class V>
 __global__ void sorted_entries_kernel(const u64* sorted_key, bool rows_in_key, u32 loc_bits, const u64* sorted_R,
-                                      const u64* seg_begin, u64 segments, const I* row, const I* col, u32 b,
-                                      const u32* perm, const V* val, u64 n, u64* R_out, u64* loc_out, V* val_out) {
+                                      const RI* row, const CI* col, u32 b, const u32* perm, const V* val, u64 n,
+                                      u64* R_out, u64* loc_out, V* val_out) {
   for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i < n; i += u64(gridDim.x) * blockDim.x) {
     const u32 e = perm[i];
     u64 R, loc;
@@ -133,14 +110,6 @@ __global__ void sorted_entries_kernel(const u64* sorted_key, bool rows_in_key, u
       const u64 k = sorted_key[i];
       R = loc_bits >= 64 ? 0 : k >> loc_bits;
       loc = loc_bits >= 64 ? k : k & ((u64{1} << loc_bits) - 1);
-    } else if (seg_begin) {
-      u64 lo = 0, hi = segments;  // the last segment starting at or before i (skipping empty ones)
-      while (hi - lo > 1) {
-        const u64 mid = lo + (hi - lo) / 2;
-        if (seg_begin[mid] <= i) lo = mid; else hi = mid;
-      }
-      R = lo;
-      loc = sorted_key[i];
     } else {
       R = sorted_R[i];
       loc = local_key(static_cast<u64>(row[e]), static_cast<u64>(col[e]), b);

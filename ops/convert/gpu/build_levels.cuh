@@ -23,6 +23,7 @@ DeviceMatrix<V> build_from_sorted(WorkMemory& w, SortedEntries<V> s, const Shape
                                                           n, uR.get(), uloc.get(), uval.get());
   w.check_launch("duplicates kernel");
   s = SortedEntries<V>{};
+  w.phase("duplicates summed");
   head.release();
   pos.release();
 
@@ -34,6 +35,7 @@ DeviceMatrix<V> build_from_sorted(WorkMemory& w, SortedEntries<V> s, const Shape
     inclusive_sum(w, lhead.get(), leaf_of.get(), U);
   }
   const u64 NL = read_back(w, leaf_of.get() + U - 1, "read leaf count");
+  w.phase("leaf heads");
   const u32 upper = L - 1;
   const u32 key_bits = 2 * b * upper;
   const bool key_hi = key_bits > 64;
@@ -60,6 +62,7 @@ DeviceMatrix<V> build_from_sorted(WorkMemory& w, SortedEntries<V> s, const Shape
     std::swap(klo, sorted_lo);
   }
   Array<u32> lcount(w, NL), linv(w, NL);
+  w.phase("leaves sorted");
   Array<std::uint8_t> ltype(w, NL);
   Array<u64> lbytes(w, NL + 1);
   cuda_check(cudaMemsetAsync(lbytes.get(), 0, (NL + 1) * sizeof(u64), st), "cudaMemsetAsync");
@@ -112,6 +115,7 @@ DeviceMatrix<V> build_from_sorted(WorkMemory& w, SortedEntries<V> s, const Shape
     below_nodes = v.nodes;
   }
   below_node_of.release();
+  w.phase("upper levels");
   leaf_bytes_scan.release();
 
   // 5. Offsets bottom-up: the leaves first, then each level above.
@@ -134,6 +138,7 @@ DeviceMatrix<V> build_from_sorted(WorkMemory& w, SortedEntries<V> s, const Shape
                      " bytes, over the 4 GiB limit of 32-bit child references");
 
   DeviceBytes pool(bytes);
+  w.phase("offsets");
   cuda_check(cudaMemsetAsync(pool.get(), 0, bytes, st), "cudaMemsetAsync(pool)");
   auto* p = pool.as<std::byte>();
 
@@ -158,6 +163,7 @@ DeviceMatrix<V> build_from_sorted(WorkMemory& w, SortedEntries<V> s, const Shape
   fill_leaves_kernel<V><<<blocks_for(U), 256, 0, st>>>(f, uR.get(), uloc.get(), uval.get(), U, p);
   w.check_launch("leaf fill kernel");
   leaf_of.release();
+  w.phase("leaf fill");
   linv.release();
   leaf_start.release();
   uR.release();
@@ -178,6 +184,7 @@ DeviceMatrix<V> build_from_sorted(WorkMemory& w, SortedEntries<V> s, const Shape
     w.check_launch("COOW fill kernel");
   }
   wowner.release();
+  w.phase("COOW fill");
   uval.release();
 
   // Child references, level by level.
@@ -201,6 +208,7 @@ DeviceMatrix<V> build_from_sorted(WorkMemory& w, SortedEntries<V> s, const Shape
     w.check_launch("inner fill kernel");
   }
 
+  w.phase("inner fill");
   // The header: the root is level 0's only node (the only leaf for depth 1).
   NodeRef root;
   if (L == 1) {

@@ -61,6 +61,7 @@ void extract(WorkMemory& w, const DeviceMatrix<V>& a, I* row_out, I* row_ptr, I*
   cuda_check(cudaMemsetAsync(R.get(), 0, sizeof(u64), st), "cudaMemsetAsync");
   cuda_check(cudaMemsetAsync(C.get(), 0, sizeof(u64), st), "cudaMemsetAsync");
   u64 size = 1;
+  w.phase("start");
   for (u32 l = 0; l + 1 < L; ++l) {
     const Frontier f{ref.get(), R.get(), C.get(), size};
     Array<u64> count(w, size + 1), first(w, size + 1);
@@ -77,6 +78,7 @@ void extract(WorkMemory& w, const DeviceMatrix<V>& a, I* row_out, I* row_ptr, I*
     size = next;
   }
 
+  w.phase("frontier");
   // 2. Entries at their tree-order positions.
   const Frontier f{ref.get(), R.get(), C.get(), size};
   Array<u64> first(w, size + 1);
@@ -97,6 +99,7 @@ void extract(WorkMemory& w, const DeviceMatrix<V>& a, I* row_out, I* row_ptr, I*
   entries_kernel<V><<<blocks, 32 * warps_per_block, 0, st>>>(f, pool, b, first.get(), a.transposed(), scale,
                                                              scale == V(1), keys.get(), col.get(), val.get());
   w.check_launch("entries kernel");
+  w.phase("entries");
   first.release();
   ref.release();
   R.release();
@@ -108,6 +111,7 @@ void extract(WorkMemory& w, const DeviceMatrix<V>& a, I* row_out, I* row_ptr, I*
   Array<u64> sorted(w, n);
   radix_sort_pairs(w, keys.get(), sorted.get(), order.get(), order2.get(), n,
                    static_cast<int>(rows > 1 ? std::bit_width(rows - 1) : 1));
+  w.phase("sort by row");
   keys.release();
   order.release();
   gather_entries_kernel<V, I><<<blocks_for(n), 256, 0, st>>>(sorted.get(), order2.get(), col.get(), val.get(), n,
@@ -117,6 +121,7 @@ void extract(WorkMemory& w, const DeviceMatrix<V>& a, I* row_out, I* row_ptr, I*
     row_ptr_kernel<I><<<blocks_for(rows + 1), 256, 0, st>>>(sorted.get(), n, rows, row_ptr);
     w.check_launch("row pointer kernel");
   }
+  w.phase("gather");
   w.sync("cudaStreamSynchronize(GPU extraction)");
 }
 

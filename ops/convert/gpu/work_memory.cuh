@@ -7,7 +7,10 @@
 #include <cub/device/device_scan.cuh>
 #include <cub/device/device_segmented_sort.cuh>
 
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "hisparse/formats/device_matrix.hpp"
@@ -16,7 +19,18 @@ namespace hisparse::ops::convert_detail {
 
 class WorkMemory {
  public:
-  explicit WorkMemory(cudaStream_t stream) : stream_(stream) {}
+  // HISPARSE_CONVERT_LOG set: every phase() synchronises and prints the time
+  // since the previous one (a profile without a profiler; off by default).
+  explicit WorkMemory(cudaStream_t stream)
+      : stream_(stream), log_(std::getenv("HISPARSE_CONVERT_LOG") != nullptr), last_(std::chrono::steady_clock::now()) {}
+  void phase(const char* name) {
+    if (!log_) return;
+    sync(name);
+    const auto now = std::chrono::steady_clock::now();
+    std::fprintf(stderr, "[convert] %-28s %8.3f ms  (work memory %.1f MB, peak %.1f MB)\n", name,
+                 std::chrono::duration<double, std::milli>(now - last_).count(), current_ / 1e6, peak_ / 1e6);
+    last_ = now;
+  }
   [[nodiscard]] cudaStream_t stream() const { return stream_; }
   [[nodiscard]] std::uint64_t peak() const { return peak_; }
   void add(std::uint64_t bytes) {
@@ -29,6 +43,8 @@ class WorkMemory {
 
  private:
   cudaStream_t stream_;
+  bool log_;
+  std::chrono::steady_clock::time_point last_;
   std::uint64_t current_ = 0, peak_ = 0;
 };
 
@@ -111,6 +127,19 @@ template <class T>
 void inclusive_sum(WorkMemory& w, const T* in, T* out, std::uint64_t n) {
   run_cub(w, "CUB_NS_QUALIFIER::DeviceScan::InclusiveSum", [&](void* t, std::size_t& b) {
     return CUB_NS_QUALIFIER::DeviceScan::InclusiveSum(t, b, in, out, static_cast<std::int64_t>(n), w.stream());
+  });
+}
+
+struct MaxOp {
+  template <class T>
+  __device__ T operator()(const T& a, const T& b) const { return a < b ? b : a; }
+};
+
+template <class T>
+void inclusive_max(WorkMemory& w, const T* in, T* out, std::uint64_t n) {
+  run_cub(w, "cub::DeviceScan::InclusiveScan", [&](void* t, std::size_t& b) {
+    return CUB_NS_QUALIFIER::DeviceScan::InclusiveScan(t, b, in, out, MaxOp{}, static_cast<std::int64_t>(n),
+                                                       w.stream());
   });
 }
 
