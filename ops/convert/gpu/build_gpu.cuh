@@ -2,6 +2,8 @@
 // The GPU build: device CSR/COO -> node pool, by the host builder's rules and
 // with its bytes (formats/src/builder.cpp is the specification).
 //
+// A CSR with sorted rows takes its own path (build_csr_blocks.cuh) without a
+// global sort; everything else (COO, unsorted rows, duplicates) this one:
 // 1. Sort the entries by (leaf block row, leaf block column, row, column):
 //    one radix sort over the key bits in use (two when the key passes 64
 //    bits); a CSR's rows are expanded first.
@@ -23,8 +25,6 @@
 namespace hisparse::ops::convert_detail {
 
 inline constexpr unsigned long long no_bad = ~0ull;
-
-inline u32 bit_width_of(u64 v) { return static_cast<u32>(std::bit_width(v)); }
 
 // Sorted distinct-or-not entries: (R, loc) keys and values in sort order.
 template <class V>
@@ -126,29 +126,31 @@ SortedEntries<V> sort_coo(WorkMemory& w, const DeviceCooView<V, I>& in, const Sh
   return s;
 }
 
-// CSR: the row pointers checked, the rows expanded (a max-scan of row starts),
-// then the COO path. Its one radix sort costs less than a segmented sort per
-// block row (H100, docs/perf-log.md C1).
+// CSR row pointers: start at 0, never decrease, end at nnz.
+template <class V, class I>
+void check_csr_row_ptr(WorkMemory& w, const DeviceCsrView<V, I>& in) {
+  const u64 n = in.nnz;
+  auto bad = bad_flag(w);
+  check_row_ptr_kernel<<<blocks_for(in.rows + 1), 256, 0, w.stream()>>>(in.row_ptr, in.rows, n, bad.get());
+  w.check_launch("CSR row pointer check");
+  const auto r = read_back(w, bad.get(), "cudaMemcpyAsync(CSR check)");
+  if (r == no_bad) return;
+  const long long p = static_cast<long long>(read_index(w, in.row_ptr + r));
+  if (r == 0) throw Error("CSR input: row pointers must start at 0, row_ptr[0] is " + std::to_string(p));
+  if (r == in.rows)
+    throw Error("CSR input: the last row pointer row_ptr[" + std::to_string(r) + "] is " + std::to_string(p) +
+                ", expected nnz = " + std::to_string(n));
+  const long long p1 = static_cast<long long>(read_index(w, in.row_ptr + r + 1));
+  throw Error("CSR input: row pointers decrease at row " + std::to_string(r) + " (row_ptr[" + std::to_string(r) +
+              "] = " + std::to_string(p) + ", row_ptr[" + std::to_string(r + 1) + "] = " + std::to_string(p1) + ")");
+}
+
+// CSR in the general path (row pointers already checked): the rows expanded
+// (a max-scan of row starts), then the COO path's sort.
 template <class V, class I>
 SortedEntries<V> sort_csr(WorkMemory& w, const DeviceCsrView<V, I>& in, const Shape& shape) {
   const u64 n = in.nnz;
   w.phase("start");
-  {
-    auto bad = bad_flag(w);
-    check_row_ptr_kernel<<<blocks_for(in.rows + 1), 256, 0, w.stream()>>>(in.row_ptr, in.rows, n, bad.get());
-    w.check_launch("CSR row pointer check");
-    const auto r = read_back(w, bad.get(), "cudaMemcpyAsync(CSR check)");
-    if (r != no_bad) {
-      const long long p = static_cast<long long>(read_index(w, in.row_ptr + r));
-      if (r == 0) throw Error("CSR input: row pointers must start at 0, row_ptr[0] is " + std::to_string(p));
-      if (r == in.rows)
-        throw Error("CSR input: the last row pointer row_ptr[" + std::to_string(r) + "] is " + std::to_string(p) +
-                    ", expected nnz = " + std::to_string(n));
-      const long long p1 = static_cast<long long>(read_index(w, in.row_ptr + r + 1));
-      throw Error("CSR input: row pointers decrease at row " + std::to_string(r) + " (row_ptr[" + std::to_string(r) +
-                  "] = " + std::to_string(p) + ", row_ptr[" + std::to_string(r + 1) + "] = " + std::to_string(p1) + ")");
-    }
-  }
   SortedEntries<V> s;
   if (n == 0) return s;
   Array<u64> row_of(w, n);
@@ -170,34 +172,6 @@ SortedEntries<V> sort_csr(WorkMemory& w, const DeviceCsrView<V, I>& in, const Sh
   }
   return s;
 }
-
-__global__ void set_u32_kernel(u32* p, u32 v) { *p = v; }
-__global__ void count_coow_kernel(const std::uint8_t* type, u64 nodes, unsigned long long* count) {
-  for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i < nodes; i += u64(gridDim.x) * blockDim.x)
-    if (type[i] == static_cast<std::uint8_t>(NodeType::coow)) atomicAdd(count, 1ull);
-}
-__global__ void coow_segments_kernel(const std::uint8_t* type, u64 nodes, const u32* first_leaf, const u64* entry_scan,
-                                     unsigned long long* next, u64* begin, u64* end) {
-  for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i < nodes; i += u64(gridDim.x) * blockDim.x) {
-    if (type[i] != static_cast<std::uint8_t>(NodeType::coow)) continue;
-    const auto s = atomicAdd(next, 1ull);
-    begin[s] = entry_scan[first_leaf[i]];
-    end[s] = entry_scan[first_leaf[i + 1]];
-  }
-}
-__global__ void widen_kernel(const u32* in, u64 n, u64* out) {
-  for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i <= n; i += u64(gridDim.x) * blockDim.x)
-    out[i] = i < n ? in[i] : 0;
-}
-
-// One upper level's skeleton (level depth-1, the leaves, is kept apart).
-struct Level {
-  u64 nodes = 0;
-  Array<u32> first_leaf, first_child, child_parent;  // child_parent: of the level below's nodes
-  Array<std::uint8_t> type;
-  Array<u64> bytes;  // then their exclusive scan: offsets from base
-  u64 base = 0, total = 0;
-};
 
 template <class V>
 DeviceMatrix<V> build_from_sorted(WorkMemory& w, SortedEntries<V> s, const Shape& shape, const BuildOptions& options,

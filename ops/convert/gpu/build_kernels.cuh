@@ -9,6 +9,7 @@
 // over the depth-1 upper levels, root first: sorting leaves by it gives the
 // pool's (the host builder's) node order. Tree keys reach 2b(depth-1) <= 94
 // bits, so they are (hi, lo) pairs; hi is zero for every matrix up to 2^32.
+#include <bit>
 #include <cstdint>
 #include <type_traits>
 
@@ -18,6 +19,13 @@ namespace hisparse::ops::convert_detail {
 
 using u32 = std::uint32_t;
 using u64 = std::uint64_t;
+
+inline u32 bit_width_of(u64 v) { return static_cast<u32>(std::bit_width(v)); }
+
+struct NotEqual {
+  template <class T>
+  __device__ bool operator()(const T& a, const T& b) const { return a != b; }
+};
 
 struct Key128 {
   u64 hi, lo;
@@ -148,6 +156,20 @@ __global__ void leaf_heads_kernel(const u64* R, const u64* loc, u64 n, u32 b, u3
     head[i] = (i == 0 || R[i] != R[i - 1] || (loc[i] >> (2 * b)) != (loc[i - 1] >> (2 * b))) ? 1u : 0u;
 }
 
+// The tree key of leaf block (R, C): their digits interleaved over the
+// upper levels, root first (hi: the bits past 64).
+__device__ inline void leaf_tree_key(u64 br, u64 bc, u32 b, u32 upper_levels, u64& hi, u64& lo) {
+  const u64 m = (u64{1} << b) - 1;
+  hi = 0;
+  lo = 0;
+  for (u32 l = 0; l < upper_levels; ++l) {
+    const u32 s = b * (upper_levels - 1 - l);
+    const u64 pair = (((br >> s) & m) << b) | ((bc >> s) & m);
+    hi = (hi << (2 * b)) | (lo >> (64 - 2 * b));
+    lo = (lo << (2 * b)) | pair;
+  }
+}
+
 // Leaf q (in (R, C) order): its first entry and its tree key. leaf_of holds
 // the inclusive scan of the leaf heads (leaf index + 1).
 __global__ void leaves_kernel(const u64* R, const u64* loc, const u32* leaf_of, u64 n, u32 b, u32 upper_levels,
@@ -156,14 +178,8 @@ __global__ void leaves_kernel(const u64* R, const u64* loc, const u32* leaf_of, 
     if (i != 0 && leaf_of[i] == leaf_of[i - 1]) continue;
     const u32 q = leaf_of[i] - 1;
     leaf_start[q] = static_cast<u32>(i);
-    const u64 br = R[i], bc = loc[i] >> (2 * b), m = (u64{1} << b) - 1;
-    u64 hi = 0, lo = 0;
-    for (u32 l = 0; l < upper_levels; ++l) {
-      const u32 s = b * (upper_levels - 1 - l);
-      const u64 pair = (((br >> s) & m) << b) | ((bc >> s) & m);
-      hi = (hi << (2 * b)) | (lo >> (64 - 2 * b));
-      lo = (lo << (2 * b)) | pair;
-    }
+    u64 hi, lo;
+    leaf_tree_key(R[i], loc[i] >> (2 * b), b, upper_levels, hi, lo);
     key_lo[q] = lo;
     if (key_hi) key_hi[q] = hi;
   }
@@ -177,17 +193,41 @@ __global__ void gather_kernel(const T* in, const u32* perm, u64 n, T* out) {
 // Leaves in tree order t: entry count, node choice, and where each (R, C)
 // leaf q went (the inverse permutation).
 template <class V>
-__global__ void leaf_choice_kernel(const u32* lperm, const u32* leaf_start, u64 leaves, u32 b, u32* count,
+__global__ void leaf_choice_kernel(const u32* lperm, const u32* count_by_leaf, u64 leaves, u32 b, u32* count,
                                    std::uint8_t* type, u64* bytes, u32* linv) {
   for (u64 t = blockIdx.x * u64(blockDim.x) + threadIdx.x; t < leaves; t += u64(gridDim.x) * blockDim.x) {
     const u32 q = lperm[t];
-    const u32 c = leaf_start[q + 1] - leaf_start[q];
+    const u32 c = count_by_leaf[q];
     const NodeChoice ch = choose_node(c, b, true, sizeof(V));
     count[t] = c;
     type[t] = static_cast<std::uint8_t>(ch.type);
     bytes[t] = ch.bytes;
     linv[q] = static_cast<u32>(t);
   }
+}
+
+__global__ void leaf_counts_kernel(const u32* leaf_start, u64 leaves, u32* count) {
+  for (u64 q = blockIdx.x * u64(blockDim.x) + threadIdx.x; q < leaves; q += u64(gridDim.x) * blockDim.x)
+    count[q] = leaf_start[q + 1] - leaf_start[q];
+}
+
+__global__ void set_u32_kernel(u32* p, u32 v) { *p = v; }
+__global__ void count_coow_kernel(const std::uint8_t* type, u64 nodes, unsigned long long* count) {
+  for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i < nodes; i += u64(gridDim.x) * blockDim.x)
+    if (type[i] == static_cast<std::uint8_t>(NodeType::coow)) atomicAdd(count, 1ull);
+}
+__global__ void coow_segments_kernel(const std::uint8_t* type, u64 nodes, const u32* first_leaf, const u64* entry_scan,
+                                     unsigned long long* next, u64* begin, u64* end) {
+  for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i < nodes; i += u64(gridDim.x) * blockDim.x) {
+    if (type[i] != static_cast<std::uint8_t>(NodeType::coow)) continue;
+    const auto s = atomicAdd(next, 1ull);
+    begin[s] = entry_scan[first_leaf[i]];
+    end[s] = entry_scan[first_leaf[i + 1]];
+  }
+}
+__global__ void widen_kernel(const u32* in, u64 n, u64* out) {
+  for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i <= n; i += u64(gridDim.x) * blockDim.x)
+    out[i] = i < n ? in[i] : 0;
 }
 
 // ---- the upper levels --------------------------------------------------------

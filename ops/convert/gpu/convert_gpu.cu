@@ -1,5 +1,6 @@
 // Entry points of GPU conversion (hisparse/ops/convert_gpu.hpp): argument
 // checks, the work-memory check, and the instantiations.
+#include "build_csr_blocks.cuh"
 #include "build_gpu.cuh"
 #include "extract_gpu.cuh"
 
@@ -7,8 +8,8 @@ namespace hisparse::ops {
 namespace convert_detail {
 
 // Refuses a conversion whose work memory cannot fit before anything exists.
-inline void check_work_fits(std::uint64_t input_entries, std::uint64_t value_bytes) {
-  const std::uint64_t need = input_entries * convert_work_bytes_per_entry(value_bytes) + convert_work_fixed_bytes;
+inline void check_work_fits(std::uint64_t input_entries, std::uint32_t depth, std::uint64_t value_bytes) {
+  const std::uint64_t need = convert_work_bound(input_entries, depth, value_bytes);
   std::size_t free = 0, total = 0;
   cuda_check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
   if (need > free)
@@ -34,20 +35,23 @@ DeviceMatrix<V> empty_matrix(const Shape& shape, const BuildOptions& options, cu
   return DeviceMatrix<V>(Matrix<V>(std::move(c)), stream);
 }
 
-template <class V, class Sort>
+// `fast` may build the matrix (or decline with nullopt); `sort` feeds the
+// general path.
+template <class V, class Check, class Fast, class Sort>
 DeviceMatrix<V> build(index_t rows, index_t cols, std::uint64_t n, const BuildOptions& options, cudaStream_t stream,
-                      ConvertStats* stats, Sort&& sort) {
+                      ConvertStats* stats, Check&& check, Fast&& fast, Sort&& sort) {
   const Shape shape = Shape::make(rows, cols, options.node_size);
   check_entry_count(n);
   WorkMemory w(stream);
   if (stats) *stats = ConvertStats{n, 0, 0, 0, 0};
+  check(w);
   DeviceMatrix<V> m;
   if (n == 0) {
-    sort(w, shape);  // still checks the input (CSR row pointers)
     m = empty_matrix<V>(shape, options, stream);
   } else {
-    check_work_fits(n, sizeof(V));
-    m = build_from_sorted<V>(w, sort(w, shape), shape, options, stats);
+    check_work_fits(n, shape.depth, sizeof(V));
+    if (auto f = fast(w, shape)) m = std::move(*f);
+    else m = build_from_sorted<V>(w, sort(w, shape), shape, options, stats);
   }
   if (stats) {
     stats->pool_bytes = m.pool_bytes();
@@ -62,7 +66,7 @@ void extract_into(const DeviceMatrix<V>& a, I* row, I* row_ptr, I* col, V* val, 
   check_index_range<I>(a.rows(), a.cols(), a.nnz());
   check_pointers<I>(a.nnz(), row ? static_cast<const void*>(row) : row_ptr, col, val, "GPU extraction");
   if (row_ptr == nullptr && row == nullptr) throw Error("GPU extraction: a null row array");
-  if (a.nnz() > 0) check_work_fits(a.nnz(), sizeof(V));
+  if (a.nnz() > 0) check_work_fits(a.nnz(), a.shape().depth, sizeof(V));
   WorkMemory w(stream);
   extract<V, I>(w, a, row, row_ptr, col, val);
   if (stats) *stats = ConvertStats{a.nnz(), a.nnz(), 0, a.pool_bytes(), w.peak()};
@@ -76,8 +80,10 @@ DeviceMatrix<V> build_device_matrix(const DeviceCsrView<V, I>& csr, const BuildO
   using namespace convert_detail;
   if (!csr.row_ptr) throw Error("CSR input: a null row pointer array");
   check_pointers<I>(csr.nnz, csr.row_ptr, csr.col, csr.val, "CSR input");
-  return build<V>(csr.rows, csr.cols, csr.nnz, options, stream, stats,
-                  [&](WorkMemory& w, const Shape& shape) { return sort_csr<V, I>(w, csr, shape); });
+  return build<V>(
+      csr.rows, csr.cols, csr.nnz, options, stream, stats, [&](WorkMemory& w) { check_csr_row_ptr(w, csr); },
+      [&](WorkMemory& w, const Shape& shape) { return build_csr_blocks<V, I>(w, csr, shape, options, stats); },
+      [&](WorkMemory& w, const Shape& shape) { return sort_csr<V, I>(w, csr, shape); });
 }
 
 template <class V, class I>
@@ -85,9 +91,10 @@ DeviceMatrix<V> build_device_matrix(const DeviceCooView<V, I>& coo, const BuildO
                                     ConvertStats* stats) {
   using namespace convert_detail;
   check_pointers<I>(coo.nnz, coo.row, coo.col, coo.val, "COO input");
-  return build<V>(coo.rows, coo.cols, coo.nnz, options, stream, stats, [&](WorkMemory& w, const Shape& shape) {
-    return coo.nnz == 0 ? SortedEntries<V>{} : sort_coo<V, I>(w, coo, shape);
-  });
+  return build<V>(
+      coo.rows, coo.cols, coo.nnz, options, stream, stats, [](WorkMemory&) {},
+      [](WorkMemory&, const Shape&) { return std::optional<DeviceMatrix<V>>{}; },
+      [&](WorkMemory& w, const Shape& shape) { return sort_coo<V, I>(w, coo, shape); });
 }
 
 template <class V, class I>

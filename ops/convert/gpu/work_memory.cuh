@@ -130,6 +130,11 @@ void inclusive_sum(WorkMemory& w, const T* in, T* out, std::uint64_t n) {
   });
 }
 
+struct MinOp {
+  template <class T>
+  __device__ T operator()(const T& a, const T& b) const { return b < a ? b : a; }
+};
+
 struct MaxOp {
   template <class T>
   __device__ T operator()(const T& a, const T& b) const { return a < b ? b : a; }

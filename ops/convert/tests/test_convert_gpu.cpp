@@ -319,8 +319,8 @@ void expect_values(const std::vector<V>& got, const std::vector<V>& want, const 
   }
 }
 
-void expect_work_bound(const ops::ConvertStats& s, std::uint64_t entries, std::size_t value_bytes) {
-  const std::uint64_t bound = entries * ops::convert_work_bytes_per_entry(value_bytes) + ops::convert_work_fixed_bytes;
+void expect_work_bound(const ops::ConvertStats& s, std::uint64_t entries, std::uint32_t depth, std::size_t value_bytes) {
+  const std::uint64_t bound = ops::convert_work_bound(entries, depth, value_bytes);
   EXPECT_LE(s.peak_work_bytes, bound) << "work memory over the documented bound for " << entries << " entries";
 }
 
@@ -333,7 +333,7 @@ void expect_build_stats(const ops::ConvertStats& s, std::uint64_t input_entries,
   if (input_entries > 0) {
     EXPECT_GT(s.peak_work_bytes, 0u);
   }
-  expect_work_bound(s, input_entries, sizeof(V));
+  expect_work_bound(s, input_entries, want.content().shape.depth, sizeof(V));
 }
 
 template <class V>
@@ -341,7 +341,7 @@ void expect_extract_stats(const ops::ConvertStats& s, const DeviceMatrix<V>& dev
   EXPECT_EQ(s.input_entries, dev.nnz());
   EXPECT_EQ(s.entries, dev.nnz());
   EXPECT_EQ(s.pool_bytes, dev.pool_bytes());
-  expect_work_bound(s, dev.nnz(), sizeof(V));
+  expect_work_bound(s, dev.nnz(), dev.shape().depth, sizeof(V));
 }
 
 // ---------------------------------------------------------------------------

@@ -23,8 +23,8 @@
 // limit, or whose conversion does not fit in device memory) throws
 // hisparse::Error / LimitError naming what and where, before any result
 // exists; nothing the call allocated is left behind and the device stays
-// usable. Work memory (docs/ops.md, "Conversion"): the peak is reported in
-// ConvertStats and bounded, per input entry, by convert_work_bytes_per_entry.
+// usable. Work memory: the peak is reported in ConvertStats and bounded by
+// convert_work_bound.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -88,12 +88,18 @@ struct ConvertStats {
   std::uint64_t peak_work_bytes = 0;  // device memory held at once besides the input and the result
 };
 
-// The work memory bound: a conversion of n input entries never holds more than
-// n * convert_work_bytes_per_entry(sizeof(V)) + convert_work_fixed_bytes at
-// once (sort buffers included), besides its input and its result. It is
-// checked against the free device memory before anything is allocated.
-constexpr std::uint64_t convert_work_bytes_per_entry(std::uint64_t value_bytes) { return 40 + 2 * value_bytes; }
-inline constexpr std::uint64_t convert_work_fixed_bytes = std::uint64_t{64} << 20;
+// The work memory bound: a conversion of n input entries into or out of a
+// tree of the given depth never holds more than convert_work_bound(n, depth,
+// sizeof(V)) bytes at once (sort buffers and CUB's temporary storage
+// included), besides its input and its result. Before anything is allocated
+// the bound is checked against the free device memory (LimitError). Sorting
+// takes 36 bytes per entry (44 for a CSR, whose rows are expanded first), the
+// distinct entries and their leaves up to 80 + 2·sizeof(V) together, and
+// every level of the skeleton up to 24 bytes per entry (docs/ops.md,
+// "Conversion on the GPU", has the measured peaks).
+constexpr std::uint64_t convert_work_bound(std::uint64_t entries, std::uint32_t depth, std::uint64_t value_bytes) {
+  return entries * (80 + 2 * value_bytes + 24 * std::uint64_t{depth}) + (std::uint64_t{1} << 20);
+}
 
 template <class V, class I>
 DeviceMatrix<V> build_device_matrix(const DeviceCsrView<V, I>& csr, const BuildOptions& options = {},

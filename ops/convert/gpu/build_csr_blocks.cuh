@@ -1,0 +1,248 @@
+#pragma once
+// The CSR path of the GPU build: one thread block per block row of d rows.
+//
+// A CSR whose rows are sorted (strictly: no duplicates) needs no global sort:
+// each block row's entries, at most csr_block_capacity of them, are sorted by
+// (leaf column, row, column) in a thread block, which gives its leaves and
+// every entry's rank in its leaf. Pass 1 emits the leaves (tree key, entry
+// count); the leaves alone are sorted and planned (build_skeleton.cuh); pass 2
+// repeats the block sort and writes every entry straight into its leaf. The
+// CSR is read twice and the pool written once: no per-entry work arrays.
+//
+// Anything else (an unsorted row, a duplicate, a bad index, a block row over
+// the capacity or spanning over 2^(31-b) leaf columns, a pool with COOW
+// nodes) returns nothing, and the caller takes
+// the general path, which handles it all (and words the errors).
+#include <cub/block/block_discontinuity.cuh>
+#include <cub/block/block_radix_sort.cuh>
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
+
+#include <optional>
+
+#include "build_skeleton.cuh"
+
+namespace hisparse::ops::convert_detail {
+
+inline constexpr int csr_block_threads = 256;
+// Two kernel sizes: block rows of up to 1024 entries sort 4 per thread, larger
+// ones (up to 4096) 16; a block sorts no more padding than it must.
+inline constexpr u32 csr_small_items = 4;
+inline constexpr u32 csr_block_items = 16;
+inline constexpr u32 csr_block_capacity = csr_block_threads * csr_block_items;
+
+template <class V, class I>
+struct CsrBlockArgs {
+  const I* row_ptr;
+  const I* col;
+  const V* val;
+  u64 rows, cols, segments;
+  u32 b, upper_levels;
+  // pass 1
+  unsigned* fallback;
+  unsigned long long* leaf_counter;
+  u32* seg_base;  // per block row: its first leaf index
+  u64* leaf_key_lo;
+  u64* leaf_key_hi;
+  u32* leaf_count;
+  // pass 2
+  const u32* linv;
+  const std::uint8_t* ltype;
+  const u32* lcount;
+  const u64* loff;
+  u64 leaf_base;
+  std::byte* pool;
+};
+
+// One block row per iteration. Entries are loaded blocked (thread t holds
+// entries t·X .. t·X + X - 1, in CSR order) and sorted stably by (leaf column
+// - the block row's smallest, row): a row's entries of one leaf keep their
+// column order, so (leaf column, row, column) order needs only those few bits.
+template <class V, class I, u32 X, bool Fill>
+__global__ void __launch_bounds__(csr_block_threads) csr_block_rows_kernel(CsrBlockArgs<V, I> a) {
+  constexpr int T = csr_block_threads;
+  constexpr u32 lo_cap = X == csr_small_items ? 0 : csr_small_items * T, cap = X * T;
+  using Sort = CUB_NS_QUALIFIER::BlockRadixSort<u32, T, X, u32>;
+  using Scan = CUB_NS_QUALIFIER::BlockScan<u32, T>;
+  using Disc = CUB_NS_QUALIFIER::BlockDiscontinuity<u32, T>;
+  using Reduce = CUB_NS_QUALIFIER::BlockReduce<u64, T>;
+  __shared__ union {
+    typename Sort::TempStorage sort;
+    typename Scan::TempStorage scan;
+    typename Disc::TempStorage disc;
+    typename Reduce::TempStorage reduce;
+  } tmp;
+  __shared__ u64 rp[257];
+  __shared__ u64 cmin_s, cmax_s;
+  __shared__ u32 base_s;
+  const u32 b = a.b, d = 1u << b;
+  for (u64 s = blockIdx.x; s < a.segments; s += gridDim.x) {
+    const u64 r0 = s << b;
+    const u32 nr = static_cast<u32>(a.rows - r0 < d ? a.rows - r0 : d);
+    for (u32 i = threadIdx.x; i <= nr; i += T) rp[i] = static_cast<u64>(a.row_ptr[r0 + i]);
+    __syncthreads();
+    const u64 e0 = rp[0], m = rp[nr] - e0;
+    if (m > csr_block_capacity) {
+      if (!Fill && X == csr_block_items && threadIdx.x == 0) atomicOr(a.fallback, 1u);
+    } else if (m > lo_cap && m <= cap) {
+      u64 c64[X];
+      u32 rl[X];
+      bool bad = false;
+      u64 cmin = ~u64{0}, cmax = 0;
+      for (u32 x = 0; x < X; ++x) {
+        const u32 k = threadIdx.x * X + x;
+        c64[x] = 0;
+        rl[x] = 0;
+        if (k >= m) continue;
+        const u64 e = e0 + k;
+        u32 lo = 0, hi = nr;  // rp[lo] <= e < rp[hi]
+        while (hi - lo > 1) {
+          const u32 mid = (lo + hi) / 2;
+          if (rp[mid] <= e) lo = mid; else hi = mid;
+        }
+        const I c = a.col[e];
+        if (!Fill) bad |= !index_ok(c, a.cols) || (e > rp[lo] && !(a.col[e - 1] < c));
+        rl[x] = lo;
+        c64[x] = static_cast<u64>(c) >> b;
+        cmin = c64[x] < cmin ? c64[x] : cmin;
+        cmax = c64[x] > cmax ? c64[x] : cmax;
+      }
+      const u64 bmin = Reduce(tmp.reduce).Reduce(cmin, MinOp{});
+      __syncthreads();
+      const u64 bmax = Reduce(tmp.reduce).Reduce(cmax, MaxOp{});
+      if (threadIdx.x == 0) {
+        cmin_s = bmin;
+        cmax_s = bmax;
+      }
+      __syncthreads();
+      const u64 span = cmax_s - cmin_s;
+      const u32 spread = span ? 64u - static_cast<u32>(__clzll(static_cast<long long>(span))) : 0u;
+      const u32 key_bits = spread + b;  // one more bit marks padding
+      if (!Fill && __syncthreads_or(bad || key_bits >= 32)) {
+        if (threadIdx.x == 0) atomicOr(a.fallback, 2u);
+      } else {
+        u32 key[X], idx[X];
+        for (u32 x = 0; x < X; ++x) {
+          const u32 k = threadIdx.x * X + x;
+          idx[x] = k;
+          key[x] = k < m ? static_cast<u32>(((c64[x] - cmin_s) << b) | rl[x]) : (1u << key_bits);
+        }
+        Sort(tmp.sort).Sort(key, idx, 0, static_cast<int>(key_bits) + 1);
+        __syncthreads();
+        // Blocked: item i = threadIdx.x * X + x, in (leaf, row, column) order.
+        u32 leaf[X];
+        for (u32 x = 0; x < X; ++x) leaf[x] = key[x] >> b;
+        int head[X];
+        Disc(tmp.disc).FlagHeads(head, leaf, NotEqual{});
+        __syncthreads();
+        u32 hflag[X], leaf_idx[X], start_in[X], start[X];
+        for (u32 x = 0; x < X; ++x) {
+          const u32 i = threadIdx.x * X + x;
+          hflag[x] = head[x] && i < m;
+          start_in[x] = head[x] ? i : 0;
+        }
+        u32 leaves;
+        Scan(tmp.scan).InclusiveSum(hflag, leaf_idx, leaves);  // an item's leaf index + 1
+        for (u32 x = 0; x < X; ++x) --leaf_idx[x];
+        __syncthreads();
+        Scan(tmp.scan).InclusiveScan(start_in, start, MaxOp{});
+        __syncthreads();
+        if (!Fill) {
+          int tail[X];
+          Disc(tmp.disc).FlagTails(tail, leaf, NotEqual{});
+          if (threadIdx.x == 0) {
+            base_s = static_cast<u32>(atomicAdd(a.leaf_counter, static_cast<unsigned long long>(leaves)));
+            a.seg_base[s] = base_s;
+          }
+          __syncthreads();
+          for (u32 x = 0; x < X; ++x) {
+            const u32 i = threadIdx.x * X + x;
+            if (!tail[x] || i >= m) continue;
+            const u32 slot = base_s + leaf_idx[x];
+            u64 khi, klo;
+            leaf_tree_key(s, cmin_s + leaf[x], b, a.upper_levels, khi, klo);
+            a.leaf_key_lo[slot] = klo;
+            if (a.leaf_key_hi) a.leaf_key_hi[slot] = khi;
+            a.leaf_count[slot] = i - start[x] + 1;
+          }
+        } else {
+          const u32 base = a.seg_base[s];
+          for (u32 x = 0; x < X; ++x) {
+            const u32 i = threadIdx.x * X + x;
+            if (i >= m) continue;
+            const u32 t = a.linv[base + leaf_idx[x]];
+            const u64 e = e0 + idx[x];
+            const u32 cl = static_cast<u32>(static_cast<u64>(a.col[e]) & (d - 1));
+            write_node_entry<V>(a.pool + a.leaf_base + a.loff[t], static_cast<NodeType>(a.ltype[t]), a.lcount[t],
+                                i - start[x], b, true, key[x] & (d - 1), cl, a.val[e]);
+          }
+        }
+      }
+    }
+    __syncthreads();  // rp and tmp are reused by the next block row
+  }
+}
+
+template <class V, class I, bool Fill>
+void launch_csr_block_rows(WorkMemory& w, const CsrBlockArgs<V, I>& a) {
+  const unsigned grid = static_cast<unsigned>(a.segments < (1u << 20) ? a.segments : (1u << 20));
+  csr_block_rows_kernel<V, I, csr_small_items, Fill><<<grid, csr_block_threads, 0, w.stream()>>>(a);
+  csr_block_rows_kernel<V, I, csr_block_items, Fill><<<grid, csr_block_threads, 0, w.stream()>>>(a);
+  w.check_launch("CSR block rows kernel");
+}
+
+// The whole CSR path; nothing (and nothing left allocated) where it does not
+// apply.
+template <class V, class I>
+std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrView<V, I>& in, const Shape& shape,
+                                                const BuildOptions& options, ConvertStats* stats) {
+  const cudaStream_t st = w.stream();
+  const u64 n = in.nnz;
+  const u32 b = shape.log2_node_size, L = shape.depth;
+  const u64 segments = (in.rows + (u64{1} << b) - 1) >> b;
+  if (n == 0 || segments > 4 * n + 4096) return std::nullopt;  // mostly empty block rows: not worth a block each
+  Skeleton k;
+  k.b = b;
+  k.L = L;
+  k.key_hi = 2 * b * (L - 1) > 64;
+  Array<unsigned> fallback(w, 1);
+  Array<unsigned long long> counter(w, 1);
+  cuda_check(cudaMemsetAsync(fallback.get(), 0, sizeof(unsigned), st), "cudaMemsetAsync");
+  cuda_check(cudaMemsetAsync(counter.get(), 0, sizeof(unsigned long long), st), "cudaMemsetAsync");
+  Array<u32> seg_base(w, segments), count_by_leaf(w, n);
+  k.klo = Array<u64>(w, n);  // room for a leaf per entry; NL are used
+  if (k.key_hi) k.khi = Array<u64>(w, n);
+  CsrBlockArgs<V, I> a{in.row_ptr, in.col, in.val, in.rows, in.cols, segments, b, L - 1,
+                       fallback.get(), counter.get(), seg_base.get(), k.klo.get(), k.key_hi ? k.khi.get() : nullptr,
+                       count_by_leaf.get(), nullptr, nullptr, nullptr, nullptr, 0, nullptr};
+  launch_csr_block_rows<V, I, false>(w, a);
+  if (read_back(w, fallback.get(), "read CSR fallback") != 0) return std::nullopt;
+  k.NL = read_back(w, counter.get(), "read leaf count");
+  w.phase("CSR block rows: leaves");
+  {
+    Array<u32> lperm = sort_leaves(w, k);
+    choose_leaves<V>(w, k, lperm.get(), count_by_leaf.get());
+  }
+  count_by_leaf.release();
+  w.phase("leaves sorted");
+  plan_skeleton<V>(w, k, options);
+  if (k.coow_nodes) return std::nullopt;
+  DeviceBytes pool(k.bytes);
+  cuda_check(cudaMemsetAsync(pool.get(), 0, k.bytes, st), "cudaMemsetAsync(pool)");
+  a.linv = k.linv.get();
+  a.ltype = k.ltype.get();
+  a.lcount = k.lcount.get();
+  a.loff = k.lbytes.get();
+  a.leaf_base = k.leaf_base;
+  a.pool = pool.as<std::byte>();
+  launch_csr_block_rows<V, I, true>(w, a);
+  w.phase("CSR block rows: fill");
+  const NodeRef root = finish_pool<V>(w, k, pool.as<std::byte>(), options);
+  if (stats) {
+    stats->entries = n;
+    stats->leaves = k.NL;
+  }
+  return DeviceMatrix<V>::adopt(std::move(pool), shape, n, root, false, V(1), options.wide_nodes);
+}
+
+}  // namespace hisparse::ops::convert_detail
