@@ -79,30 +79,41 @@ __global__ void __launch_bounds__(csr_block_threads) csr_block_rows_kernel(CsrBl
   for (u64 s = blockIdx.x; s < a.segments; s += gridDim.x) {
     const u64 r0 = s << b;
     const u32 nr = static_cast<u32>(a.rows - r0 < d ? a.rows - r0 : d);
-    for (u32 i = threadIdx.x; i <= nr; i += T) rp[i] = static_cast<u64>(a.row_ptr[r0 + i]);
-    __syncthreads();
-    const u64 e0 = rp[0], m = rp[nr] - e0;
+    // Which kernel size takes this block row: two loads decide (the other
+    // size skips it without reading its row pointers).
+    const u64 m = static_cast<u64>(a.row_ptr[r0 + nr]) - static_cast<u64>(a.row_ptr[r0]);
     if (m > csr_block_capacity) {
       if (!Fill && X == csr_block_items && threadIdx.x == 0) atomicOr(a.fallback, 1u);
     } else if (m > lo_cap && m <= cap) {
+      for (u32 i = threadIdx.x; i <= nr; i += T) rp[i] = static_cast<u64>(a.row_ptr[r0 + i]);
+      __syncthreads();
+      const u64 e0 = rp[0];
       u64 c64[X];
       u32 rl[X];
       bool bad = false;
       u64 cmin = ~u64{0}, cmax = 0;
+      // A thread's entries are consecutive: one search for the first one's
+      // row, then the row advances.
+      u32 row = 0;
+      {
+        const u64 e = e0 + threadIdx.x * X;
+        u32 lo = 0, hi = nr;  // rp[lo] <= e < rp[hi]
+        while (hi - lo > 1) {
+          const u32 mid = (lo + hi) / 2;
+          if (rp[mid] <= e) lo = mid; else hi = mid;
+        }
+        row = lo;
+      }
       for (u32 x = 0; x < X; ++x) {
         const u32 k = threadIdx.x * X + x;
         c64[x] = 0;
         rl[x] = 0;
         if (k >= m) continue;
         const u64 e = e0 + k;
-        u32 lo = 0, hi = nr;  // rp[lo] <= e < rp[hi]
-        while (hi - lo > 1) {
-          const u32 mid = (lo + hi) / 2;
-          if (rp[mid] <= e) lo = mid; else hi = mid;
-        }
+        while (rp[row + 1] <= e) ++row;
         const I c = a.col[e];
-        if (!Fill) bad |= !index_ok(c, a.cols) || (e > rp[lo] && !(a.col[e - 1] < c));
-        rl[x] = lo;
+        if (!Fill) bad |= !index_ok(c, a.cols) || (e > rp[row] && !(a.col[e - 1] < c));
+        rl[x] = row;
         c64[x] = static_cast<u64>(c) >> b;
         cmin = c64[x] < cmin ? c64[x] : cmin;
         cmax = c64[x] > cmax ? c64[x] : cmax;
