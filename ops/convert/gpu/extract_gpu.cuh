@@ -34,8 +34,8 @@ void check_index_range(index_t rows, index_t cols, std::uint64_t nnz) {
 // Logical entries in row-major order: row (as sort keys), then gathered into
 // the caller's arrays (row_out null for CSR, whose row pointers are written
 // from the sorted rows).
-template <class V, class I>
-void extract(WorkMemory& w, const DeviceMatrix<V>& a, I* row_out, I* row_ptr, I* col_out, V* val_out) {
+template <class V, class I, class K>
+void extract_keys(WorkMemory& w, const DeviceMatrix<V>& a, I* row_out, I* row_ptr, I* col_out, V* val_out) {
   const cudaStream_t st = w.stream();
   const Shape& shape = a.shape();
   const u32 b = shape.log2_node_size, L = shape.depth;
@@ -44,8 +44,8 @@ void extract(WorkMemory& w, const DeviceMatrix<V>& a, I* row_out, I* row_ptr, I*
   if (n > 0xFFFFFFFFull) throw LimitError("GPU extraction handles at most 2^32 - 1 entries");
   if (n == 0 || a.root() == null_ref) {
     if (row_ptr) {
-      Array<u64> none(w, 1);
-      row_ptr_kernel<I><<<blocks_for(rows + 1), 256, 0, st>>>(none.get(), 0, rows, row_ptr);
+      Array<K> none(w, 1);
+      row_ptr_kernel<I, K><<<blocks_for(rows + 1), 256, 0, st>>>(none.get(), 0, rows, row_ptr);
       w.check_launch("row pointer kernel");
       w.sync("cudaStreamSynchronize(GPU extraction)");
     }
@@ -91,12 +91,12 @@ void extract(WorkMemory& w, const DeviceMatrix<V>& a, I* row_out, I* row_ptr, I*
   if (total != n)
     throw Error("GPU extraction: the pool holds " + std::to_string(total) + " entries, the matrix says " +
                 std::to_string(n));
-  Array<u64> keys(w, n), col(w, n);
+  Array<K> keys(w, n), col(w, n);
   Array<V> val(w, n);
   const V scale = a.scale();
   const unsigned warps_per_block = 8;
   const unsigned blocks = static_cast<unsigned>(std::min<u64>((size + warps_per_block - 1) / warps_per_block, 1u << 20));
-  entries_kernel<V><<<blocks, 32 * warps_per_block, 0, st>>>(f, pool, b, first.get(), a.transposed(), scale,
+  entries_kernel<V, K><<<blocks, 32 * warps_per_block, 0, st>>>(f, pool, b, first.get(), a.transposed(), scale,
                                                              scale == V(1), keys.get(), col.get(), val.get());
   w.check_launch("entries kernel");
   w.phase("entries");
@@ -108,21 +108,29 @@ void extract(WorkMemory& w, const DeviceMatrix<V>& a, I* row_out, I* row_ptr, I*
   // 3. Stable sort by row; columns and values follow.
   Array<u32> order(w, n), order2(w, n);
   iota_kernel<<<blocks_for(n), 256, 0, st>>>(order.get(), n);
-  Array<u64> sorted(w, n);
+  Array<K> sorted(w, n);
   radix_sort_pairs(w, keys.get(), sorted.get(), order.get(), order2.get(), n,
                    static_cast<int>(rows > 1 ? std::bit_width(rows - 1) : 1));
   w.phase("sort by row");
   keys.release();
   order.release();
-  gather_entries_kernel<V, I><<<blocks_for(n), 256, 0, st>>>(sorted.get(), order2.get(), col.get(), val.get(), n,
+  gather_entries_kernel<V, I, K><<<blocks_for(n), 256, 0, st>>>(sorted.get(), order2.get(), col.get(), val.get(), n,
                                                              row_out, col_out, val_out);
   w.check_launch("gather kernel");
   if (row_ptr) {
-    row_ptr_kernel<I><<<blocks_for(rows + 1), 256, 0, st>>>(sorted.get(), n, rows, row_ptr);
+    row_ptr_kernel<I, K><<<blocks_for(rows + 1), 256, 0, st>>>(sorted.get(), n, rows, row_ptr);
     w.check_launch("row pointer kernel");
   }
   w.phase("gather");
   w.sync("cudaStreamSynchronize(GPU extraction)");
+}
+
+template <class V, class I>
+void extract(WorkMemory& w, const DeviceMatrix<V>& a, I* row_out, I* row_ptr, I* col_out, V* val_out) {
+  if (a.rows() <= 0xFFFFFFFFull && a.cols() <= 0xFFFFFFFFull)
+    extract_keys<V, I, u32>(w, a, row_out, row_ptr, col_out, val_out);
+  else
+    extract_keys<V, I, u64>(w, a, row_out, row_ptr, col_out, val_out);
 }
 
 }  // namespace hisparse::ops::convert_detail

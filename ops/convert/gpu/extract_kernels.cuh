@@ -96,9 +96,9 @@ __global__ void entry_count_kernel(Frontier f, const std::byte* pool, u32 log2_d
 
 // One warp per leaf or COOW node writes its entries, in node order, as
 // logical (row, column, value·scale) at the node's first entry position.
-template <class V>
+template <class V, class K>
 __global__ void entries_kernel(Frontier f, const std::byte* pool, u32 log2_d, const u64* first, bool transposed,
-                               V scale, bool unscaled, u64* row_key, u64* col, V* val) {
+                               V scale, bool unscaled, K* row_key, K* col, V* val) {
   const u32 b = log2_d, lane = threadIdx.x & 31u;
   const u64 warps = (u64(gridDim.x) * blockDim.x) / 32;
   for (u64 k = (blockIdx.x * u64(blockDim.x) + threadIdx.x) / 32; k < f.size; k += warps) {
@@ -107,8 +107,8 @@ __global__ void entries_kernel(Frontier f, const std::byte* pool, u32 log2_d, co
     const std::byte* node = pool + ref_offset(r);
     const u64 o = first[k];
     auto put = [&](u64 i, u64 rr, u64 cc, V v) {
-      row_key[o + i] = transposed ? cc : rr;
-      col[o + i] = transposed ? rr : cc;
+      row_key[o + i] = static_cast<K>(transposed ? cc : rr);
+      col[o + i] = static_cast<K>(transposed ? rr : cc);
       val[o + i] = unscaled ? v : scale * v;
     };
     if (t == NodeType::coow) {
@@ -144,9 +144,10 @@ __global__ void entries_kernel(Frontier f, const std::byte* pool, u32 log2_d, co
   }
 }
 
-// Sorted by row: columns and values follow; rows too for COO.
-template <class V, class I>
-__global__ void gather_entries_kernel(const u64* sorted_rows, const u32* order, const u64* col, const V* val, u64 n,
+// Sorted by row: columns and values follow; rows too for COO. K: u32 where
+// rows and columns fit it (half the sort's and the gather's traffic), else u64.
+template <class V, class I, class K>
+__global__ void gather_entries_kernel(const K* sorted_rows, const u32* order, const K* col, const V* val, u64 n,
                                       I* row_out, I* col_out, V* val_out) {
   for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i < n; i += u64(gridDim.x) * blockDim.x) {
     const u32 e = order[i];
@@ -157,8 +158,8 @@ __global__ void gather_entries_kernel(const u64* sorted_rows, const u32* order, 
 }
 
 // row_ptr[r] = the first sorted entry of row r or later.
-template <class I>
-__global__ void row_ptr_kernel(const u64* sorted_rows, u64 n, u64 rows, I* row_ptr) {
+template <class I, class K>
+__global__ void row_ptr_kernel(const K* sorted_rows, u64 n, u64 rows, I* row_ptr) {
   for (u64 r = blockIdx.x * u64(blockDim.x) + threadIdx.x; r <= rows; r += u64(gridDim.x) * blockDim.x) {
     u64 lo = 0, hi = n;
     while (lo < hi) {
