@@ -156,6 +156,11 @@ class LineReader {
   // Where an entry was expected when the file ended.
   [[nodiscard]] std::uint64_t eof_line_number() const { return line_ + 1; }
 
+  // Bytes of the file consumed: up to the end of the last line returned.
+  [[nodiscard]] std::uint64_t position() const { return consumed_ + begin_; }
+  // A regular file's size; 0 for a FIFO or a device, whose length is unknown.
+  [[nodiscard]] std::uint64_t file_size() const { return file_size_; }
+
   // Only a hint for reserving memory, never trusted for correctness; 0 for
   // a FIFO or a device, whose length is unknown.
   [[nodiscard]] std::uint64_t bytes_left() const {
@@ -642,8 +647,28 @@ void read_array(LineReader& in, const MmHeader& h, Sink& sink) {
   expect_no_more(in, "too many values: the array holds " + std::to_string(h.entries));
 }
 
+// The entries, each handed to sink; with a progress callback, reports the
+// bytes consumed before, every progress_every entries the sink receives, and
+// once all are read (expect_no_more has read to the end of the file).
+constexpr std::uint64_t progress_every = std::uint64_t{1} << 16;
+
 template <class V, class Sink>
-void read_entries(LineReader& in, const MmHeader& h, Sink& sink) {
+void read_entries(LineReader& in, const MmHeader& h, Sink& sink, const MmProgress& progress) {
+  if (progress) {
+    progress(in.position(), in.file_size());
+    std::uint64_t n = 0;
+    auto counted = [&](index_t r, index_t c, const V& v) {
+      sink(r, c, v);
+      if ((++n & (progress_every - 1)) == 0) progress(in.position(), in.file_size());
+    };
+    if (h.format == MmFormat::coordinate) {
+      read_coordinate<V>(in, h, counted);
+    } else {
+      read_array<V>(in, h, counted);
+    }
+    progress(in.position(), in.file_size());
+    return;
+  }
   if (h.format == MmFormat::coordinate) {
     read_coordinate<V>(in, h, sink);
   } else {
@@ -757,6 +782,7 @@ struct MmReader::Impl {
   MmHeader header;
   std::uint64_t size_line;
   bool consumed = false;
+  MmProgress progress;
 };
 
 MmReader::MmReader(const fs::path& file, const MmLimits& limits)
@@ -768,6 +794,11 @@ MmReader& MmReader::operator=(MmReader&&) noexcept = default;
 const MmHeader& MmReader::header() const {
   if (!impl_) throw Error("MmReader: used after being moved from");
   return impl_->header;
+}
+
+void MmReader::set_progress(MmProgress progress) {
+  if (!impl_) throw Error("MmReader: used after being moved from");
+  impl_->progress = std::move(progress);
 }
 
 template <class V>
@@ -782,7 +813,7 @@ Coo<V> MmReader::read_matrix() {
   out.cols = h.cols;
   out.reserve(reserve_hint(in, h));
   auto sink = [&out](index_t r, index_t c, const V& v) { out.push(r, c, v); };
-  read_entries<V>(in, h, sink);
+  read_entries<V>(in, h, sink, impl_->progress);
   return out;
 }
 
@@ -824,7 +855,7 @@ std::vector<V> MmReader::read_vector(std::optional<std::uint64_t> expected_lengt
       index.push_back(r);
       value.push_back(v);
     };
-    read_entries<V>(in, h, sink);
+    read_entries<V>(in, h, sink, impl_->progress);
     try {
       out.assign(h.rows, V(0));
     } catch (const std::bad_alloc&) {
@@ -841,7 +872,7 @@ std::vector<V> MmReader::read_vector(std::optional<std::uint64_t> expected_lengt
       if (r >= out.size()) out.resize(r + 1, V(0));
       out[r] = v;
     };
-    read_entries<V>(in, h, sink);
+    read_entries<V>(in, h, sink, impl_->progress);
     out.resize(h.rows, V(0));
   }
   return out;

@@ -610,6 +610,63 @@ TEST_F(MatrixMarketTest, LongLinesAndFilesBeyondOneBuffer) {
   EXPECT_EQ(m.val, (std::vector<double>{1.25, -3}));
 }
 
+TEST_F(MatrixMarketTest, ProgressCallbackSeesMonotoneBytesEndingAtTheFileSize) {
+  // 300 000 entries of a symmetric file (the sink sees most of them twice),
+  // with comments of the line limit among them: over 16 MiB, so the entries
+  // straddle read-chunk boundaries.
+  std::string content = "%%MatrixMarket matrix coordinate real symmetric\n% progress\n300000 300000 300000\n";
+  std::mt19937_64 rng(7);
+  for (int k = 0; k < 300000; ++k) {
+    const std::uint64_t r = rng() % 300000, c = rng() % (r + 1);
+    content += std::to_string(r + 1) + " " + std::to_string(c + 1) + " " + std::to_string(k % 97) + ".5\n";
+    if (k % 20000 == 0) content += "%" + std::string(mm_max_line_bytes - 1, 'p') + "\n";
+  }
+  const fs::path file = dir_.write("progress.mtx", content);
+  const std::uint64_t size = content.size();
+  ASSERT_GT(size, std::uint64_t{16} << 20);
+
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> calls;
+  MmReader reader(file);
+  reader.set_progress([&](std::uint64_t done, std::uint64_t total) { calls.emplace_back(done, total); });
+  const Coo<double> m = reader.read_matrix<double>();
+  // Reading with a callback gives what reading without one gives.
+  const Coo<double> plain = read_matrix_market<double>(file);
+  EXPECT_EQ(m.row, plain.row);
+  EXPECT_EQ(m.col, plain.col);
+  EXPECT_EQ(m.val, plain.val);
+
+  // The first call after the header, then every 65536 entries, then the end.
+  ASSERT_GE(calls.size(), 2 + m.nnz() / 65536);
+  EXPECT_GT(calls.front().first, 0u);
+  EXPECT_LT(calls.front().first, 200u);
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    EXPECT_EQ(calls[i].second, size) << "call " << i;
+    EXPECT_LE(calls[i].first, size) << "call " << i;
+    if (i > 0) EXPECT_LE(calls[i - 1].first, calls[i].first) << "call " << i;
+  }
+  EXPECT_EQ(calls.back().first, size);
+
+  // Vectors report too; an array file ends at its size as well.
+  std::string array = "%%MatrixMarket matrix array real general\n200000 1\n";
+  for (int k = 0; k < 200000; ++k) array += std::to_string(k) + "\n";
+  const fs::path vfile = dir_.write("progress-vector.mtx", array);
+  calls.clear();
+  MmReader vreader(vfile);
+  vreader.set_progress([&](std::uint64_t done, std::uint64_t total) { calls.emplace_back(done, total); });
+  EXPECT_EQ(vreader.read_vector<double>().size(), 200000u);
+  ASSERT_GE(calls.size(), 5u);
+  for (std::size_t i = 1; i < calls.size(); ++i) EXPECT_LE(calls[i - 1].first, calls[i].first);
+  EXPECT_EQ(calls.back(), (std::pair<std::uint64_t, std::uint64_t>{array.size(), array.size()}));
+
+  // A callback that throws ends the read with its exception.
+  MmReader stopped(file);
+  int seen = 0;
+  stopped.set_progress([&](std::uint64_t, std::uint64_t) {
+    if (++seen == 2) throw Error("stopped by the callback");
+  });
+  EXPECT_EQ(error_of([&] { (void)stopped.read_matrix<double>(); }), "stopped by the callback");
+}
+
 TEST_F(MatrixMarketTest, HeaderOnly) {
   const fs::path file = dir_.write("h.mtx",
                                    "%%MatrixMarket matrix coordinate pattern symmetric\n% c\n"

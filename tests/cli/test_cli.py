@@ -4,6 +4,7 @@ results on real and random matrices, exit codes, error messages, atomic output.
 Usage: test_cli.py HISPARSE_BINARY MATRICES_DIR"""
 import json
 import os
+import pty
 import random
 import subprocess
 import sys
@@ -37,6 +38,52 @@ def run_measured(*args, timeout=60):
         p.stderr.close()
     p.returncode = os.waitstatus_to_exitcode(status)
     return p.returncode, err.decode("utf-8", "replace"), usage.ru_maxrss / 1024, time.monotonic() - start
+
+
+def run_env(*args, env=None, timeout=300):
+    """Runs hisparse with extra environment variables, stdout and stderr piped."""
+    return subprocess.run([EXE, *map(str, args)], capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, **(env or {})))
+
+
+def run_on_terminal(*args, env=None, timeout=300):
+    """Runs hisparse with stderr on a pseudo-terminal; returns (returncode, what it wrote there)."""
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.Popen([EXE, *map(str, args)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=slave, env=dict(os.environ, **(env or {})))
+    finally:
+        os.close(slave)
+    out = b""
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the terminal's last writer has gone
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        os.close(master)
+    try:
+        p.wait(timeout=max(1, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        raise
+    return p.returncode, out.decode("utf-8", "replace")
+
+
+def gpu_probe(tmp):
+    """None where a GPU converts; else the result of `convert --device gpu` that refused."""
+    p = run("convert", os.path.join(MATRICES, "jazz.mtx"), os.path.join(tmp, "probe.hsp"), "--device", "gpu", ok=False)
+    if p.returncode == 0:
+        return None
+    if "no CUDA device" in p.stderr or "no GPU support" in p.stderr:
+        return p
+    raise AssertionError(f"convert --device gpu failed ({p.returncode}) otherwise:\n{p.stderr}")
 
 
 def feed_fifo(path, data, deadline=30):
@@ -229,6 +276,119 @@ class Cli(unittest.TestCase):
                 self.assertAlmostEqual(back[rc], v, delta=tol * (1 + abs(v)), msg=f"seed {self.seed}")
         j = json.loads(run("info", self.path("a.hsp"), "--json").stdout)
         self.assertEqual((j["node_size"], j["value_type"]), (16, "f32"))
+
+    def convert_bytes(self, src, name, *opts):
+        out = self.path(name)
+        run("convert", src, out, *opts)
+        with open(out, "rb") as f:
+            return f.read()
+
+    # Real and complex shared matrices, general and symmetric, with duplicates-free
+    # and wide-node-friendly patterns.
+    CONVERT_MATRICES = ("jazz.mtx", "bcsstk13.mtx", "cage8.mtx", "bcspwr10.mtx", "rajat01.mtx", "lp_e226.mtx")
+
+    def test_convert_device_host(self):
+        """convert --device host is the host build of before: the same .hsp as a rebuild through another node
+        size, the default (where there is no GPU), and the matrix the file holds."""
+        no_gpu = gpu_probe(self.dir) is not None
+        for name in self.CONVERT_MATRICES:
+            src = os.path.join(MATRICES, name)
+            host = self.convert_bytes(src, "host.hsp", "--device", "host")
+            if no_gpu:
+                self.assertEqual(self.convert_bytes(src, "default.hsp"), host, name)
+            # The same logical matrix rebuilt from an .hsp of another node size: the same bytes.
+            run("convert", src, self.path("d16.hsp"), "--device", "host", "--node-size", "16")
+            self.assertEqual(self.convert_bytes(self.path("d16.hsp"), "again.hsp", "--device", "host",
+                                                "--node-size", "128"), host, name)
+            # What the .hsp holds is the file's matrix.
+            run("convert", self.path("host.hsp"), self.path("back.mtx"), "--device", "host")
+            rows, cols, back = read_mtx(self.path("back.mtx"))
+            j = self.info(src)
+            self.assertEqual((rows, cols, len(back)), (j["rows"], j["cols"], j["nnz"]), name)
+        p = run("convert", os.path.join(MATRICES, "jazz.mtx"), self.path("x.hsp"), "--device", "cpu", ok=False)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--device must be host or gpu, not 'cpu'", p.stderr)
+
+    def test_convert_device_gpu(self):
+        """convert --device gpu writes the host build's .hsp byte for byte; without a GPU it fails with exit 1,
+        a clear message, and no output."""
+        refused = gpu_probe(self.dir)
+        if refused is not None:
+            self.assertEqual(refused.returncode, 1, refused.stderr)
+            self.assertIn("--device gpu: no CUDA device is available to this build", refused.stderr)
+            self.assertEqual(refused.stderr.count("\n"), 1, "one clear message")
+            self.assertFalse(os.path.exists(self.path("probe.hsp")))
+            p = run("convert", os.path.join(MATRICES, "young1c.mtx"), self.path("y.hsp"), "--device", "gpu", ok=False)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertFalse(os.path.exists(self.path("y.hsp")))
+            return
+        variants = ([], ["--precision", "f32"], ["--node-size", "16"], ["--node-size", "2", "--precision", "f32"],
+                    ["--no-wide-nodes"], ["--node-size", "256", "--no-wide-nodes", "--precision", "f32"])
+        for name in self.CONVERT_MATRICES:
+            src = os.path.join(MATRICES, name)
+            for opts in variants:
+                host = self.convert_bytes(src, "host.hsp", "--device", "host", *opts)
+                gpu = self.convert_bytes(src, "gpu.hsp", "--device", "gpu", *opts)
+                self.assertEqual(gpu, host, f"{name} {opts}")
+            # The default device is the GPU here: the same bytes.
+            self.assertEqual(self.convert_bytes(src, "default.hsp"), self.convert_bytes(src, "host.hsp", "--device", "host"),
+                             name)
+        # An .hsp input that must be rebuilt (node size, precision, format) is rebuilt on the GPU the same way.
+        jazz = os.path.join(MATRICES, "jazz.mtx")
+        run("convert", jazz, self.path("j.hsp"), "--device", "host")
+        for opts in (["--node-size", "8"], ["--precision", "f32"], ["--no-wide-nodes"]):
+            self.assertEqual(self.convert_bytes(self.path("j.hsp"), "g.hsp", "--device", "gpu", *opts),
+                             self.convert_bytes(self.path("j.hsp"), "h.hsp", "--device", "host", *opts), opts)
+        # Random matrices with duplicates and explicit zeros, over several levels.
+        entries, _ = self.random_matrix(70000, 50000, 30000)
+        entries += entries[:500] + [((3, 4), 0.0), ((69999, 49999), 0.0)]
+        write_mtx(self.path("r.mtx"), 70000, 50000, entries)
+        for opts in ([], ["--precision", "f32", "--node-size", "8"], ["--no-wide-nodes", "--node-size", "32"]):
+            self.assertEqual(self.convert_bytes(self.path("r.mtx"), "g.hsp", "--device", "gpu", *opts),
+                             self.convert_bytes(self.path("r.mtx"), "h.hsp", "--device", "host", *opts),
+                             f"seed {self.seed} {opts}")
+        # Complex precisions have no GPU builder: built on the host, the same file.
+        young = os.path.join(MATRICES, "young1c.mtx")
+        self.assertEqual(self.convert_bytes(young, "yg.hsp", "--device", "gpu"),
+                         self.convert_bytes(young, "yh.hsp", "--device", "host"))
+        # spmv and add build .mtx operands on the GPU too: the same results as on the host.
+        self.check_add("gpu")
+
+    def test_progress_only_on_a_terminal(self):
+        """The progress display writes to stderr only when it is a terminal."""
+        entries, _ = self.random_matrix(5000, 5000, 200000)
+        write_mtx(self.path("p.mtx"), 5000, 5000, entries)
+        write_vec(self.path("x.mtx"), [1.0] * 5000)
+        zero_delay = {"HISPARSE_PROGRESS_DELAY_MS": "0"}
+        commands = (["convert", self.path("p.mtx"), self.path("p.hsp")],
+                    ["convert", self.path("p.hsp"), self.path("p16.hsp"), "--node-size", "16", "--device", "host"],
+                    ["spmv", self.path("p.mtx"), "--x", self.path("x.mtx"), "--out", self.path("y.mtx")],
+                    ["add", self.path("p.mtx"), self.path("p.hsp"), self.path("c.hsp")])
+        for cmd in commands:
+            for env in (None, zero_delay):
+                p = run_env(*cmd, env=env)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertEqual(p.stderr, "", f"{cmd[0]}: nothing on stderr when it is a pipe")
+        # On a terminal (shown from the start here), phases and a closing summary line.
+        rc, out = run_on_terminal("convert", self.path("p.mtx"), self.path("t.hsp"), "--device", "host", env=zero_delay)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("converted " + self.path("p.mtx") + " to " + self.path("t.hsp") + " in ", out)
+        self.assertIn("building on the host", out)
+        self.assertIn("writing " + self.path("t.hsp"), out)
+        self.assertTrue(out.endswith("\n"), repr(out[-80:]))
+        with open(self.path("t.hsp"), "rb") as t, open(self.path("p.hsp"), "rb") as q:
+            self.assertEqual(t.read(), q.read(), "the display changes nothing in the result")
+        # Work that ends before the delay shows nothing, even on a terminal.
+        rc, out = run_on_terminal("convert", self.path("p.mtx"), self.path("j.hsp"),
+                                  env={"HISPARSE_PROGRESS_DELAY_MS": "600000"})
+        self.assertEqual((rc, out), (0, ""))
+        # An error after the display erases the line: the message starts on a clean one.
+        with open(self.path("trunc.mtx"), "w") as f:
+            f.write("%%MatrixMarket matrix coordinate real general\n3 3 3\n1 1 1.0\n")
+        rc, out = run_on_terminal("convert", self.path("trunc.mtx"), self.path("never.hsp"), env=zero_delay)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("hisparse: error: " + self.path("trunc.mtx"), out)
+        self.assertFalse(os.path.exists(self.path("never.hsp")))
 
     def check_spmv(self, transpose, alpha, beta, device="host", wide=False, standard=False):
         # Wide: scattered entries over a matrix of three levels (node size 128), so
@@ -438,11 +598,14 @@ class Cli(unittest.TestCase):
         run("gen", "laplace2d", big, "--n", 450)  # 1 010 700 entries
         entries = 1010700
         mib_per_entry = 1 / (1024 * 1024)
+        # Built on the host (a GPU build, the default where there is one, adds
+        # the CUDA runtime's own memory, which does not grow with the matrix);
+        # writing an .hsp out as .mtx never starts CUDA, whatever the machine.
         cases = [  # (command, bytes per entry)
             (("info", big), 112),
-            (("convert", big, self.path("lap.hsp")), 112),
+            (("convert", big, self.path("lap.hsp"), "--device", "host"), 112),
             (("info", big, "--precision", "c128"), 144),
-            (("convert", big, self.path("lap_c.hsp"), "--precision", "c128"), 144),
+            (("convert", big, self.path("lap_c.hsp"), "--precision", "c128", "--device", "host"), 144),
             (("convert", self.path("lap.hsp"), self.path("back.mtx")), 64),
         ]
         for args, per_entry in cases:
@@ -704,10 +867,60 @@ class Cli(unittest.TestCase):
         self.assertEqual(p.returncode, 2)
         self.assertIn("huge", p.stderr)
 
+    def test_bench_gpu_conversion(self):
+        """bench --conversion adds GPU conversion records where there is a GPU; without one, bench refuses."""
+        out = self.path("conv.json")
+        args = ["bench", "--conversion", "--no-suite", "--family", "laplace2d:n=40", "--family", "rmat:scale=10",
+                "--precision", "f32,f64", "--ops", "spmv", "--runs", "3", "--warmup", "1", "--warmup-ms", "0",
+                "--json", out, "--csv", self.path("conv.csv")]
+        if gpu_probe(self.dir) is not None:
+            p = run(*args, ok=False)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("bench needs a CUDA device", p.stderr)
+            return
+        p = run(*args)
+        self.assertIn("Conversion on the GPU", p.stdout)
+        recs = json.load(open(out))
+        conv = [r for r in recs if r["op"] == "convert"]
+        impls = {"hisparse-build": "coo->hisparse", "csr-build": "coo->csr", "hisparse-gpu": "csr->hisparse",
+                 "hisparse-gpu-to-csr": "hisparse->csr", "cusparse-csr2csc": "csr->csc"}
+        self.assertEqual(len(conv), 2 * 2 * len(impls))
+        for r in conv:
+            self.assertTrue(r["ok"], r)
+            self.assertEqual(r["conversion"], impls[r["impl"]])
+            if r["impl"] in ("hisparse-build", "csr-build"):
+                self.assertEqual(r["l2"], "host")
+                self.assertNotIn("spmv_equivalents", r)
+                continue
+            for key in ("spmv_ms", "spmv_equivalents", "mentries_per_s", "peak_work_bytes", "median_ms"):
+                self.assertIn(key, r)
+            self.assertGreater(r["spmv_ms"], 0)
+            self.assertAlmostEqual(r["spmv_equivalents"], r["median_ms"] / r["spmv_ms"], delta=1e-9 * r["spmv_equivalents"] + 1e-12)
+            self.assertAlmostEqual(r["mentries_per_s"], r["nnz"] / (r["median_ms"] * 1e3), delta=1e-6 * r["mentries_per_s"])
+        # The SpMV records are there as before, with their old keys only.
+        spmv = [r for r in recs if r["op"] == "spmv" and r["impl"] == "hisparse"]
+        self.assertEqual(len(spmv), 4)
+        for r in spmv:
+            self.assertNotIn("conversion", r)
+            self.assertNotIn("spmv_equivalents", r)
+        header = open(self.path("conv.csv")).readline().strip().split(",")
+        self.assertEqual(header[:14], "matrix,op,impl,precision,l2,rows,cols,nnz,ok,rel_error,bytes,median_ms,mean_ms,std_ms".split(","))
+
     def test_demo(self):
         p = run("demo", "--grid", "64", "--device", "host")
         self.assertIn("HiSparse / CSR", p.stdout)
         self.assertEqual(p.stdout.count(" ok"), 2, p.stdout)
+        self.assertIn("on the host in", p.stdout)
+        if gpu_probe(self.dir) is not None:
+            return
+        # With the GPU: SpMV beside cuSPARSE, and the build on the host beside the GPU's, checked.
+        p = run("demo", "--grid", "64")
+        for prec in ("f32", "f64"):
+            line = next((l for l in p.stdout.splitlines() if l.strip().startswith(prec + " build")), None)
+            self.assertIsNotNone(line, p.stdout)
+            self.assertIn("(upload excluded)", line)
+            self.assertIn("HiSparse SpMVs", line)
+            self.assertIn("same bytes", line)
 
 
 if __name__ == "__main__":

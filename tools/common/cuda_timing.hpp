@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <vector>
 
 #include "hisparse/formats/device_matrix.hpp"  // DeviceBytes, cuda_check
@@ -57,6 +58,49 @@ Timing time_calls(F&& f, const TimingPlan& plan, DeviceBytes* flush, bool host_w
     float ms = 0;
     cuda_check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
     t[i] = ms;
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  const double mean = std::accumulate(t.begin(), t.end(), 0.0) / static_cast<double>(t.size());
+  double var = 0;
+  for (double v : t) var += (v - mean) * (v - mean);
+  std::sort(t.begin(), t.end());
+  return {t[t.size() / 2], mean, std::sqrt(var / static_cast<double>(t.size()))};
+}
+
+// Times calls that return a result owning device memory (a conversion, a
+// copy): `make()` once untimed, then `runs` calls each timed with CUDA events.
+// The start event is waited for before each call (host work counts, see
+// time_calls), and each result is released after the call's end event, so its
+// allocation is inside the timed span and its release outside. No flush: the
+// L2 holds what the previous call left.
+template <class F>
+Timing time_allocating_calls(F&& make, int runs) {
+  using Result = decltype(make());
+  {
+    Result warm = make();
+    cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize(warm-up)");
+  }
+  cudaEvent_t a, b;
+  cuda_check(cudaEventCreate(&a), "cudaEventCreate");
+  cuda_check(cudaEventCreate(&b), "cudaEventCreate");
+  std::vector<double> t(static_cast<std::size_t>(std::max(runs, 1)));
+  try {
+    for (std::size_t i = 0; i < t.size(); ++i) {
+      std::optional<Result> kept;  // the result of call i, released after its end event
+      cuda_check(cudaEventRecord(a), "cudaEventRecord");
+      cuda_check(cudaEventSynchronize(a), "cudaEventSynchronize");
+      kept.emplace(make());
+      cuda_check(cudaEventRecord(b), "cudaEventRecord");
+      cuda_check(cudaEventSynchronize(b), "cudaEventSynchronize");
+      float ms = 0;
+      cuda_check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
+      t[i] = ms;
+    }
+  } catch (...) {
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    throw;
   }
   cudaEventDestroy(a);
   cudaEventDestroy(b);

@@ -29,6 +29,17 @@ struct BenchRecord {
   std::uint64_t bytes = 0;  // the implementation's own matrix bytes
   double rel_error = 0;
   bool ok = false;
+  // Conversion records (op "convert"): what is converted into what, e.g.
+  // "coo->hisparse" (host), "csr->hisparse", "hisparse->csr", "csr->csc" (GPU).
+  std::string conversion;
+  // GPU conversion records (gpu_stats): the time of one HiSparse SpMV of the
+  // same matrix (its plan, warm L2, median), the conversion's time in such
+  // SpMVs, its throughput in million input entries per second, and the
+  // device work memory it held at once besides input and result
+  // (ConvertStats::peak_work_bytes; cuSPARSE: its csr2csc buffer).
+  bool gpu_stats = false;
+  double spmv_ms = 0, spmv_equivalents = 0, mentries_per_s = 0;
+  std::uint64_t peak_work_bytes = 0;
 };
 
 // SpMV and SpMV^T: HiSparse (recorded-leaf plan) and cuSPARSE CSR ALG1/ALG2.
@@ -42,5 +53,19 @@ std::vector<BenchRecord> bench_spmv(const Matrix<V>& a, const std::string& name,
 template <class V>
 std::vector<BenchRecord> bench_add(const Matrix<V>& a, const Matrix<V>& b, const std::string& name,
                                    const BenchOptions& options);
+
+// GPU conversion of one matrix (`hisparse bench --conversion`), from and to
+// arrays already in device memory: "hisparse-gpu" CSR -> HiSparse
+// (ops::build_device_matrix from 32-bit CSR arrays, checked byte for byte
+// against `a`, which the host built), "hisparse-gpu-to-csr" HiSparse -> CSR
+// (ops::to_device_csr into preallocated arrays, checked against to_csr), and
+// cuSPARSE csr2csc on the same CSR arrays as the baseline
+// ("cusparse-csr2csc", checked against the transpose's CSR). Each timed with
+// CUDA events, median of `runs` after one warm-up (results allocated inside
+// the timed call, freed outside it), with its time in HiSparse SpMVs of the
+// same matrix. A matrix beyond 32-bit CSR indices gives no records.
+template <class V>
+std::vector<BenchRecord> bench_conversion_gpu(const Matrix<V>& a, const std::string& name, const BenchOptions& options,
+                                              int runs = 5);
 
 }  // namespace hisparse::cli

@@ -1,6 +1,9 @@
 // The GPU side of `hisparse bench`.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
 #include <optional>
 #include <random>
 
@@ -9,6 +12,7 @@
 #include "hisparse/formats/builder.hpp"
 #include "hisparse/formats/device_matrix.hpp"
 #include "hisparse/ops/add_gpu.hpp"
+#include "hisparse/ops/convert_gpu.hpp"
 #include "hisparse/ops/copy_gpu.hpp"
 #include "hisparse/ops/gpu_controllers.hpp"
 #include "hisparse/ops/spmv_gpu.hpp"
@@ -101,6 +105,35 @@ class Recorder {
 template <class V>
 constexpr const char* precision_name() {
   return std::is_same_v<V, float> ? "f32" : "f64";
+}
+
+// The same CSR matrix bit for bit (values compared as bytes: -0 and NaN too).
+template <class V>
+bool same_csr(const Csr<V>& a, const Csr<V>& b) {
+  return a.rows == b.rows && a.cols == b.cols && a.row_ptr == b.row_ptr && a.col == b.col &&
+         a.val.size() == b.val.size() && (a.val.empty() || std::memcmp(a.val.data(), b.val.data(), a.val.size() * sizeof(V)) == 0);
+}
+
+// The same matrix byte for byte: shape, entries, pool (header included).
+template <class V>
+bool same_matrix(const Matrix<V>& a, const Matrix<V>& b) {
+  const Content<V>& x = a.content();
+  const Content<V>& y = b.content();
+  return x.shape == y.shape && x.nnz == y.nnz && x.pool.size() == y.pool.size() &&
+         std::memcmp(x.pool.data(), y.pool.data(), x.pool.size()) == 0;
+}
+
+// Device CSR arrays of a shape, 32-bit indices, never empty.
+template <class V>
+CsrArrays<V> allocate_csr(std::uint64_t rows, std::uint64_t cols, std::uint64_t nnz) {
+  CsrArrays<V> c;
+  c.rows = rows;
+  c.cols = cols;
+  c.nnz = nnz;
+  c.row_ptr = DeviceBytes((rows + 1) * sizeof(std::int32_t));
+  c.col = DeviceBytes(std::max<std::uint64_t>(nnz, 1) * sizeof(std::int32_t));
+  c.val = DeviceBytes(std::max<std::uint64_t>(nnz, 1) * sizeof(V));
+  return c;
 }
 
 }  // namespace
@@ -248,6 +281,107 @@ std::vector<BenchRecord> bench_add(const Matrix<V>& ha, const Matrix<V>& hb, con
   return rec.take();
 }
 
+template <class V>
+std::vector<BenchRecord> bench_conversion_gpu(const Matrix<V>& host, const std::string& name, const BenchOptions& o,
+                                              int runs) {
+  constexpr auto max32 = static_cast<std::uint64_t>(std::numeric_limits<std::int32_t>::max());
+  if (host.rows() > max32 || host.cols() > max32 || host.nnz() > max32) return {};
+  runs = std::max(runs, 1);
+  // The input: the matrix's CSR arrays, on the device before anything is timed.
+  const Csr<V> csr = to_csr(host);
+  const CsrArrays<V> ca = CsrArrays<V>::upload(csr);
+  const ops::DeviceCsrView<V, std::int32_t> view{csr.rows, csr.cols, ca.nnz, ca.row_ptr.template as<const std::int32_t>(),
+                                                 ca.col.template as<const std::int32_t>(), ca.val.template as<const V>()};
+  const BuildOptions options{host.node_size(), (host.content().header().flags & pool_flag_wide) != 0};
+  const std::uint64_t nnz = csr.nnz();
+
+  // CSR -> HiSparse, checked byte for byte against the host's build.
+  ops::ConvertStats build_stats;
+  DeviceMatrix<V> built = ops::build_device_matrix(view, options, nullptr, &build_stats);
+  const bool build_ok = same_matrix(built.download(), host);
+  // The other directions start from the right matrix whatever the check said.
+  const DeviceMatrix<V> a = build_ok ? std::move(built) : DeviceMatrix<V>(host);
+  if (!build_ok) built = DeviceMatrix<V>();
+
+  // The unit: one HiSparse SpMV of this matrix (its plan; warm L2, median,
+  // the plan and timing bench_spmv uses).
+  double spmv_ms = 0;
+  {
+    ops::GpuSpmv<V> plan(a);
+    std::mt19937_64 rng(12345);
+    std::uniform_real_distribution<double> u(-1, 1);
+    std::vector<V> x(a.cols());
+    for (auto& v : x) v = static_cast<V>(u(rng));
+    DeviceBytes dx(std::max<std::size_t>(x.size(), 1) * sizeof(V)), dy(std::max<std::size_t>(a.rows(), 1) * sizeof(V));
+    cuda_check(cudaMemcpy(dx.get(), x.data(), x.size() * sizeof(V), cudaMemcpyHostToDevice), "upload x");
+    spmv_ms = tools::time_calls([&] { plan(dx.as<V>(), dy.as<V>(), V(1), V(0)); },
+                                tools::TimingPlan{o.warmup, o.warmup_ms, o.runs}, nullptr)
+                  .median;
+  }
+
+  std::vector<BenchRecord> out;
+  auto record = [&](const char* impl, const char* conversion, std::uint64_t bytes, bool ok, const tools::Timing& t,
+                    std::uint64_t work) {
+    BenchRecord r;
+    r.matrix = name;
+    r.op = "convert";
+    r.impl = impl;
+    r.conversion = conversion;
+    r.precision = precision_name<V>();
+    r.l2 = "warm";
+    r.rows = host.rows();
+    r.cols = host.cols();
+    r.nnz = nnz;
+    r.bytes = bytes;
+    r.ok = ok;
+    r.rel_error = ok ? 0.0 : INFINITY;
+    if (ok) {
+      r.median_ms = t.median;
+      r.mean_ms = t.mean;
+      r.std_ms = t.std;
+      r.gpu_stats = true;
+      r.spmv_ms = spmv_ms;
+      r.spmv_equivalents = spmv_ms > 0 ? t.median / spmv_ms : 0.0;
+      r.mentries_per_s = t.median > 0 ? double(nnz) / (t.median * 1e3) : 0.0;
+      r.peak_work_bytes = work;
+    }
+    out.push_back(std::move(r));
+  };
+  const tools::Timing none{0, 0, 0};
+
+  // CSR -> HiSparse: allocation of the result included, as in the copies.
+  record("hisparse-gpu", "csr->hisparse", a.pool_bytes(), build_ok,
+         build_ok ? tools::time_allocating_calls([&] { return ops::build_device_matrix(view, options); }, runs) : none,
+         build_stats.peak_work_bytes);
+
+  // HiSparse -> CSR into arrays allocated beforehand, checked against to_csr.
+  CsrArrays<V> back = allocate_csr<V>(a.rows(), a.cols(), a.nnz());
+  auto extract = [&](ops::ConvertStats* stats) {
+    ops::to_device_csr<V, std::int32_t>(a, back.row_ptr.template as<std::int32_t>(), back.col.template as<std::int32_t>(),
+                                        back.val.template as<V>(), nullptr, stats);
+  };
+  ops::ConvertStats extract_stats;
+  cuda_check(cudaMemset(back.row_ptr.get(), 0xFF, back.row_ptr.size()), "poison CSR");
+  extract(&extract_stats);
+  const bool extract_ok = same_csr(back.download(), csr);
+  record("hisparse-gpu-to-csr", "hisparse->csr", ca.bytes(), extract_ok,
+         extract_ok ? tools::time_calls([&] { extract(nullptr); }, tools::TimingPlan{1, 0, runs}, nullptr, true) : none,
+         extract_stats.peak_work_bytes);
+
+  // The baseline: cuSPARSE's CSR -> CSC (the transpose's CSR) of the same
+  // arrays, its result allocated inside the call as HiSparse's build does.
+  const CusparseHandle handle;
+  std::size_t work = 0;
+  const bool csc_ok = same_csr(csr_transpose(handle.get(), ca, nullptr, &work).download(), to_csr(host.transpose()));
+  record("cusparse-csr2csc", "csr->csc", ca.bytes(), csc_ok,
+         csc_ok ? tools::time_allocating_calls([&] { return csr_transpose(handle.get(), ca); }, runs) : none, work);
+  return out;
+}
+
+template std::vector<BenchRecord> bench_conversion_gpu(const Matrix<float>&, const std::string&, const BenchOptions&,
+                                                       int);
+template std::vector<BenchRecord> bench_conversion_gpu(const Matrix<double>&, const std::string&, const BenchOptions&,
+                                                       int);
 template std::vector<BenchRecord> bench_add(const Matrix<float>&, const Matrix<float>&, const std::string&,
                                             const BenchOptions&);
 template std::vector<BenchRecord> bench_add(const Matrix<double>&, const Matrix<double>&, const std::string&,

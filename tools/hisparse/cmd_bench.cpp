@@ -1,9 +1,11 @@
 // hisparse bench [MATRIX ...] [--preset large] [--scale M] [--family SPEC ...] [--no-suite]
 //                [--precision f32,f64] [--l2 warm|cold|both] [--ops spmv,copy,add] [--runs N] [--warmup N] [--warmup-ms MS]
-//                [--json F] [--csv F] [--markdown F] [--no-wide-nodes]
+//                [--json F] [--csv F] [--markdown F] [--no-wide-nodes] [--conversion] [--host-only]
 // SpMV, SpMV^T, add, add^T and copy of HiSparse against cuSPARSE CSR (SpMV
 // ALG1 and ALG2, csrgeam2, csr2csc, copying the arrays) on the SuiteSparse
-// set, generated families and given files; every result checked.
+// set, generated families and given files; every result checked. With
+// --conversion, the conversion too: on the host from a coordinate list, and
+// on the GPU from and to device arrays beside cuSPARSE csr2csc.
 #include <unistd.h>
 
 #include <chrono>
@@ -40,6 +42,10 @@ struct BenchCli {
   double scale = 16;  // million entries per generated family
   std::string precision = "f32,f64", l2 = "warm", ops = "spmv,copy,add", json, csv, markdown, preset;
   BenchOptions opt;
+  // Where the matrices are built from their coordinate lists: the GPU
+  // whenever there is one (the same bytes as the host's build), the host
+  // with --host-only.
+  Device device = Device::host;
 };
 
 // One generated matrix per family, sized to about `scale` million entries.
@@ -90,9 +96,10 @@ std::vector<Input> inputs(const BenchCli& c) {
   }
   for (const auto& f : c.families) in.push_back(family_input(f));
   for (const auto& f : c.files) {
+    const LoadContext ctx{c.device, !c.host_only, nullptr};  // --host-only: the host
     in.push_back({std::filesystem::path(f).stem().string(),
-                  [f] {
-                    const AnyMatrix m = load_matrix(f, std::nullopt, Precision::f64);
+                  [f, ctx] {
+                    const AnyMatrix m = load_matrix(f, std::nullopt, Precision::f64, std::nullopt, ctx);
                     return to_coo(std::get<Matrix<double>>(m));
                   },
                   std::nullopt, true});
@@ -114,6 +121,14 @@ nlohmann::ordered_json to_json(const BenchRecord& r) {
     j["gflops_2nnz"] = t > 0 ? 2.0 * double(r.nnz) / t / 1e9 : 0.0;
     j["gflops_3nnz"] = t > 0 ? 3.0 * double(r.nnz) / t / 1e9 : 0.0;
   }
+  // Fields added for the conversion records; the others' keys are as before.
+  if (!r.conversion.empty()) j["conversion"] = r.conversion;
+  if (r.ok && r.gpu_stats) {
+    j["spmv_ms"] = r.spmv_ms;
+    j["spmv_equivalents"] = r.spmv_equivalents;
+    j["mentries_per_s"] = r.mentries_per_s;
+    j["peak_work_bytes"] = r.peak_work_bytes;
+  }
   return j;
 }
 
@@ -125,11 +140,18 @@ void write_outputs(const BenchCli& c, const std::vector<BenchRecord>& rs) {
   }
   if (!c.csv.empty()) {
     write_file_atomically(c.csv, [&](std::ostream& o) {
-      o << "matrix,op,impl,precision,l2,rows,cols,nnz,ok,rel_error,bytes,median_ms,mean_ms,std_ms\n";
-      for (const auto& r : rs)
+      // The GPU conversion columns come last (empty elsewhere), so readers
+      // of the first fourteen see what they saw before.
+      o << "matrix,op,impl,precision,l2,rows,cols,nnz,ok,rel_error,bytes,median_ms,mean_ms,std_ms,"
+           "spmv_equivalents,mentries_per_s,peak_work_bytes\n";
+      for (const auto& r : rs) {
         o << '"' << r.matrix << "\"," << r.op << ',' << r.impl << ',' << r.precision << ',' << r.l2 << ',' << r.rows
           << ',' << r.cols << ',' << r.nnz << ',' << r.ok << ',' << r.rel_error << ',' << r.bytes << ','
-          << r.median_ms << ',' << r.mean_ms << ',' << r.std_ms << '\n';
+          << r.median_ms << ',' << r.mean_ms << ',' << r.std_ms << ',';
+        if (r.ok && r.gpu_stats) o << r.spmv_equivalents << ',' << r.mentries_per_s << ',' << r.peak_work_bytes;
+        else o << ",,";
+        o << '\n';
+      }
     });
   }
 }
@@ -178,7 +200,7 @@ std::string summary(const std::vector<BenchRecord>& rs) {
                   double(best->bytes) / double(best->nnz), gbps(best), sp);
     s << line;
   }
-  // Conversion timings (host), when measured.
+  // Conversion timings (host, and GPU where measured).
   std::map<std::pair<std::string, std::string>, std::map<std::string, const BenchRecord*>> conv;
   std::vector<std::pair<std::string, std::string>> conv_order;
   for (const auto& r : rs)
@@ -199,6 +221,46 @@ std::string summary(const std::vector<BenchRecord>& rs) {
                     (unsigned long long)h->nnz, h->median_ms, c->median_ms, h->median_ms / c->median_ms);
       s << line;
     }
+    // On the GPU, where measured: from and to arrays in device memory.
+    bool gpu_header = false;
+    for (const auto& key : conv_order) {
+      const auto& m = conv[key];
+      const BenchRecord* b = m.count("hisparse-gpu") ? m.at("hisparse-gpu") : nullptr;
+      const BenchRecord* e = m.count("hisparse-gpu-to-csr") ? m.at("hisparse-gpu-to-csr") : nullptr;
+      const BenchRecord* t = m.count("cusparse-csr2csc") ? m.at("cusparse-csr2csc") : nullptr;
+      if (!b && !e && !t) continue;
+      if (!gpu_header) {
+        s << "\nConversion on the GPU, from and to CSR arrays in device memory (32-bit indices; CUDA events, median of 5 "
+             "after a warm-up; SpMVs: the time in HiSparse SpMVs of the same matrix; work: device memory held besides "
+             "input and result):\n\n"
+             "| matrix | prec | nnz | CSR -> HiSparse ms | M entries/s | SpMVs | work MB | HiSparse -> CSR ms | SpMVs "
+             "| csr2csc (cuSPARSE) ms | SpMVs | to HiSparse / csr2csc |\n"
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+        gpu_header = true;
+      }
+      auto ms = [](const BenchRecord* r) {
+        char buf[32];
+        if (!r) return std::string("");
+        if (!r->ok) return std::string("WRONG");
+        std::snprintf(buf, sizeof buf, "%.3f", r->median_ms);
+        return std::string(buf);
+      };
+      auto num = [](const BenchRecord* r, double v, const char* fmt) {
+        char buf[32];
+        if (!r || !r->ok) return std::string("");
+        std::snprintf(buf, sizeof buf, fmt, v);
+        return std::string(buf);
+      };
+      const BenchRecord* any = b ? b : e ? e : t;
+      std::snprintf(line, sizeof line, "| %s | %s | %llu | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+                    any->matrix.c_str(), any->precision.c_str(), (unsigned long long)any->nnz, ms(b).c_str(),
+                    num(b, b ? b->mentries_per_s : 0, "%.0f").c_str(), num(b, b ? b->spmv_equivalents : 0, "%.1f").c_str(),
+                    num(b, b ? double(b->peak_work_bytes) / 1e6 : 0, "%.0f").c_str(), ms(e).c_str(),
+                    num(e, e ? e->spmv_equivalents : 0, "%.1f").c_str(), ms(t).c_str(),
+                    num(t, t ? t->spmv_equivalents : 0, "%.1f").c_str(),
+                    (b && t && b->ok && t->ok) ? num(b, b->median_ms / t->median_ms, "%.2f").c_str() : "");
+      s << line;
+    }
   }
   if (!geo.empty()) s << "\nGeometric-mean speedup of HiSparse over the CSR baseline (the best cuSPARSE SpMV algorithm; CSR array copies for copy; csrgeam2, after csr2csc for add_t) (> 1: HiSparse faster):\n\n";
   for (const auto& [k, g] : geo) {
@@ -211,8 +273,10 @@ std::string summary(const std::vector<BenchRecord>& rs) {
 // Host conversion cost from a coordinate list: into HiSparse (the two-step
 // builder) and, as the baseline, into CSR the usual way (sort by row and
 // column, sum duplicates, prefix-sum the row counts). Median of `runs`.
+// `keep`: receives the last HiSparse matrix built.
 template <class V>
-std::vector<BenchRecord> bench_conversion(const Coo<V>& coo, const std::string& name, int runs, bool wide) {
+std::vector<BenchRecord> bench_conversion(const Coo<V>& coo, const std::string& name, int runs, bool wide,
+                                          std::optional<Matrix<V>>& keep) {
   using clock = std::chrono::steady_clock;
   auto median = [&](auto&& f) {
     std::vector<double> t(runs);
@@ -230,9 +294,11 @@ std::vector<BenchRecord> bench_conversion(const Coo<V>& coo, const std::string& 
   };
   std::uint64_t hbytes = 0, cbytes = 0, nnz = 0;
   const auto [hm, hmean, hstd] = median([&] {
-    const Matrix<V> m = build_matrix(coo, BuildOptions{default_node_size, wide});
+    keep.reset();  // the previous run's matrix freed first (timed, as it was when freed at each run's end)
+    Matrix<V> m = build_matrix(coo, BuildOptions{default_node_size, wide});
     hbytes = m.pool_bytes() + hsp_header_bytes;
     nnz = m.nnz();
+    keep.emplace(std::move(m));
   });
   const auto [cm, cmean, cstd] = median([&] {
     std::vector<std::uint64_t> order(coo.nnz());
@@ -257,11 +323,12 @@ std::vector<BenchRecord> bench_conversion(const Coo<V>& coo, const std::string& 
     std::partial_sum(csr.row_ptr.begin(), csr.row_ptr.end(), csr.row_ptr.begin());
     cbytes = (csr.rows + 1) * 4 + csr.nnz() * (4 + sizeof(V));
   });
-  auto rec = [&](const char* impl, double med, double mean, double sd, std::uint64_t bytes) {
+  auto rec = [&](const char* impl, const char* conversion, double med, double mean, double sd, std::uint64_t bytes) {
     BenchRecord r;
     r.matrix = name;
     r.op = "convert";
     r.impl = impl;
+    r.conversion = conversion;
     r.precision = std::is_same_v<V, float> ? "f32" : "f64";
     r.l2 = "host";
     r.rows = coo.rows;
@@ -274,19 +341,23 @@ std::vector<BenchRecord> bench_conversion(const Coo<V>& coo, const std::string& 
     r.ok = true;
     return r;
   };
-  return {rec("hisparse-build", hm, hmean, hstd, hbytes), rec("csr-build", cm, cmean, cstd, cbytes)};
+  return {rec("hisparse-build", "coo->hisparse", hm, hmean, hstd, hbytes),
+          rec("csr-build", "coo->csr", cm, cmean, cstd, cbytes)};
 }
 
 template <class V>
-Matrix<V> build_as(const Coo<double>& coo, bool wide) {
+Coo<V> coo_as(const Coo<double>& coo) {
+  Coo<V> c{coo.rows, coo.cols, coo.row, coo.col, {}};
+  c.val.assign(coo.val.begin(), coo.val.end());
+  return c;
+}
+
+// Built where ctx says (the GPU when there is one: the host's bytes).
+template <class V>
+Matrix<V> build_as(const Coo<double>& coo, bool wide, const LoadContext& ctx) {
   const BuildOptions options{default_node_size, wide};
-  if constexpr (std::is_same_v<V, double>) {
-    return build_matrix(coo, options);
-  } else {
-    Coo<V> c{coo.rows, coo.cols, coo.row, coo.col, {}};
-    c.val.assign(coo.val.begin(), coo.val.end());
-    return build_matrix(c, options);
-  }
+  if constexpr (std::is_same_v<V, double>) return build_for(coo, options, ctx);
+  else return build_for(coo_as<V>(coo), options, ctx);
 }
 
 }  // namespace
@@ -310,7 +381,9 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--warmup", c->opt.warmup, "warm-up runs, at least (20)")->check(CLI::Range(0, 100000));
   sub->add_option("--warmup-ms", c->opt.warmup_ms, "warm-up time, at least (50 ms): the clocks come back up after host work")
       ->check(CLI::Range(0.0, 60000.0));
-  sub->add_flag("--conversion", c->conversion, "also time COO -> HiSparse and COO -> CSR conversion on the host");
+  sub->add_flag("--conversion", c->conversion,
+                "also time the conversion: COO -> HiSparse and COO -> CSR on the host, and on the GPU CSR -> HiSparse, "
+                "HiSparse -> CSR and cuSPARSE csr2csc from and to device arrays (with their time in HiSparse SpMVs)");
   sub->add_flag("--host-only", c->host_only, "only the host conversion timings (no GPU needed; implies --conversion)");
   add_wide_nodes_flags(sub, c->wide, false);
   sub->add_flag("--controllers", c->opt.controllers, "also time SpMV (one runtime traversal per call), the rebuilding copy and the add under each controller");
@@ -339,12 +412,23 @@ void add_bench_command(CLI::App& app) {
     if (c->host_only) c->conversion = true;
     else if (!gpu_available()) throw Error("bench needs a CUDA device and a GPU build (or --host-only)");
     const bool wide_default = c->wide.choice().value_or(BuildOptions{}.wide_nodes);
+    c->device = c->host_only ? Device::host : Device::gpu;
+    // Matrices built from their coordinate lists on the GPU when there is
+    // one (falling back to the host where the device memory is too small).
+    const LoadContext build_ctx{c->device, !c->host_only, nullptr};
     const auto in = inputs(*c);
     std::vector<BenchRecord> rs;
     const bool tty = isatty(fileno(stderr));
+    auto status = [&](std::size_t i, const std::string& what) {
+      if (tty) std::fprintf(stderr, "\r\033[K[%zu/%zu] %s (%s)", i + 1, in.size(), in[i].name.c_str(), what.c_str());
+    };
+    auto append = [&](std::vector<BenchRecord>&& more) {
+      for (auto& r : more) rs.push_back(std::move(r));
+    };
     for (std::size_t i = 0; i < in.size(); ++i) {
       Coo<double> coo;
       try {
+        status(i, "reading");
         coo = in[i].load();
       } catch (const Error& e) {
         // The suite's complex and malformed files are reported and passed
@@ -354,30 +438,55 @@ void add_bench_command(CLI::App& app) {
         continue;
       }
       const bool wide = in[i].wide.value_or(wide_default);
+      // Each matrix is built once per precision and kept for every
+      // operation and L2 state (the host's build, where the conversion was
+      // timed on the host; otherwise the GPU's, the same bytes).
+      std::optional<Matrix<float>> m32, moved32;
+      std::optional<Matrix<double>> m64, moved64;
       if (c->conversion) {
-        Coo<float> c32{coo.rows, coo.cols, coo.row, coo.col, {}};
-        c32.val.assign(coo.val.begin(), coo.val.end());
-        if (f32) for (auto& r : bench_conversion(c32, in[i].name, 5, wide)) rs.push_back(r);
-        if (f64) for (auto& r : bench_conversion(coo, in[i].name, 5, wide)) rs.push_back(r);
+        status(i, std::to_string(coo.nnz()) + " entries, conversion on the host");
+        if (f32) append(bench_conversion(coo_as<float>(coo), in[i].name, 5, wide, m32));
+        if (f64) append(bench_conversion(coo, in[i].name, 5, wide, m64));
+        if (!c->host_only) {
+          status(i, std::to_string(coo.nnz()) + " entries, conversion on the GPU");
+          std::size_t before = rs.size();
+          if (f32) append(bench_conversion_gpu(*m32, in[i].name, c->opt));
+          if (f64) append(bench_conversion_gpu(*m64, in[i].name, c->opt));
+          if (rs.size() == before)
+            std::fprintf(stderr, "%sno GPU conversion records for %s: beyond 32-bit CSR indices\n", tty ? "\r\033[K" : "",
+                         in[i].name.c_str());
+        }
       }
       if (c->host_only) continue;
-      // The add's second operand, as in seed 004 section 7: A's entries moved
-      // by normal deviates (sigma 10) in row and column.
-      const Coo<double> moved = c->opt.add ? gen::moved_pattern(coo, 10.0, 2017) : Coo<double>{};
+      const bool need = c->opt.spmv || c->opt.copy || c->opt.add;
+      if (need && f32 && !m32) {
+        status(i, std::to_string(coo.nnz()) + " entries, building f32");
+        m32 = build_as<float>(coo, wide, build_ctx);
+      }
+      if (need && f64 && !m64) {
+        status(i, std::to_string(coo.nnz()) + " entries, building f64");
+        m64 = build_as<double>(coo, wide, build_ctx);
+      }
+      if (c->opt.add) {
+        // The add's second operand, as in seed 004 section 7: A's entries
+        // moved by normal deviates (sigma 10) in row and column.
+        status(i, std::to_string(coo.nnz()) + " entries, building the add's second operand");
+        const Coo<double> moved = gen::moved_pattern(coo, 10.0, 2017);
+        if (f32) moved32 = build_as<float>(moved, wide, build_ctx);
+        if (f64) moved64 = build_as<double>(moved, wide, build_ctx);
+      }
       for (bool cold : {false, true}) {
         if ((cold && c->l2 == "warm") || (!cold && c->l2 == "cold")) continue;
         BenchOptions o = c->opt;
         o.cold = cold;
-        if (tty)
-          std::fprintf(stderr, "\r\033[K[%zu/%zu] %s (%zu entries, %s L2)", i + 1, in.size(), in[i].name.c_str(),
-                       coo.nnz(), cold ? "cold" : "warm");
+        status(i, std::to_string(coo.nnz()) + " entries, " + (cold ? "cold" : "warm") + " L2");
         if (o.spmv || o.copy) {
-          if (f32) for (auto& r : bench_spmv(build_as<float>(coo, wide), in[i].name, o)) rs.push_back(r);
-          if (f64) for (auto& r : bench_spmv(build_as<double>(coo, wide), in[i].name, o)) rs.push_back(r);
+          if (f32) append(bench_spmv(*m32, in[i].name, o));
+          if (f64) append(bench_spmv(*m64, in[i].name, o));
         }
         if (!o.add) continue;
-        if (f32) for (auto& r : bench_add(build_as<float>(coo, wide), build_as<float>(moved, wide), in[i].name, o)) rs.push_back(r);
-        if (f64) for (auto& r : bench_add(build_as<double>(coo, wide), build_as<double>(moved, wide), in[i].name, o)) rs.push_back(r);
+        if (f32) append(bench_add(*m32, *moved32, in[i].name, o));
+        if (f64) append(bench_add(*m64, *moved64, in[i].name, o));
       }
     }
     if (tty) std::fprintf(stderr, "\r\033[K");

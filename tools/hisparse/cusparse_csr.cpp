@@ -144,7 +144,7 @@ CsrArrays<V> csrgeam2(cusparseHandle_t h, const CsrArrays<V>& a, const CsrArrays
 }
 
 template <class V>
-CsrArrays<V> csr_transpose(cusparseHandle_t h, const CsrArrays<V>& a, cudaStream_t stream) {
+CsrArrays<V> csr_transpose(cusparseHandle_t h, const CsrArrays<V>& a, cudaStream_t stream, std::size_t* work_bytes) {
   cusparse_check(cusparseSetStream(h, stream), "cusparseSetStream");
   CsrArrays<V> t = allocate<V>(a.cols, a.rows, a.nnz);
   std::size_t need = 0;
@@ -154,6 +154,7 @@ CsrArrays<V> csr_transpose(cusparseHandle_t h, const CsrArrays<V>& a, cudaStream
                                                t.col.template as<int>(), value_type<V>(), CUSPARSE_ACTION_NUMERIC,
                                                CUSPARSE_INDEX_BASE_ZERO, CUSPARSE_CSR2CSC_ALG_DEFAULT, &need),
                  "cusparseCsr2cscEx2_bufferSize");
+  if (work_bytes) *work_bytes = need;
   DeviceBytes work(std::max<std::size_t>(need, 1));
   cusparse_check(cusparseCsr2cscEx2(h, m, n, nnz, a.val.get(), a.row_ptr.template as<const int>(),
                                     a.col.template as<const int>(), t.val.get(), t.row_ptr.template as<int>(), t.col.template as<int>(),
@@ -201,8 +202,8 @@ template CsrArrays<float> csrgeam2(cusparseHandle_t, const CsrArrays<float>&, co
                                    cudaStream_t);
 template CsrArrays<double> csrgeam2(cusparseHandle_t, const CsrArrays<double>&, const CsrArrays<double>&, double,
                                     double, cudaStream_t);
-template CsrArrays<float> csr_transpose(cusparseHandle_t, const CsrArrays<float>&, cudaStream_t);
-template CsrArrays<double> csr_transpose(cusparseHandle_t, const CsrArrays<double>&, cudaStream_t);
+template CsrArrays<float> csr_transpose(cusparseHandle_t, const CsrArrays<float>&, cudaStream_t, std::size_t*);
+template CsrArrays<double> csr_transpose(cusparseHandle_t, const CsrArrays<double>&, cudaStream_t, std::size_t*);
 template class CusparseCsr<float>;
 template class CusparseCsr<double>;
 

@@ -34,9 +34,11 @@ template <class V>
 CsrArrays<V> csrgeam2(cusparseHandle_t handle, const CsrArrays<V>& a, const CsrArrays<V>& b, V alpha, V beta,
                       cudaStream_t stream = nullptr);
 
-// The CSR arrays of A^T (A's CSC form), allocation included.
+// The CSR arrays of A^T (A's CSC form), allocation included. work_bytes,
+// where given, receives the size of cuSPARSE's work buffer.
 template <class V>
-CsrArrays<V> csr_transpose(cusparseHandle_t handle, const CsrArrays<V>& a, cudaStream_t stream = nullptr);
+CsrArrays<V> csr_transpose(cusparseHandle_t handle, const CsrArrays<V>& a, cudaStream_t stream = nullptr,
+                           std::size_t* work_bytes = nullptr);
 
 // A cuSPARSE handle owned by one object.
 class CusparseHandle {

@@ -21,10 +21,16 @@ Matrix<V> gpu_add(const Matrix<V>&, const Matrix<V>&, V, V) {
 }
 template Matrix<float> gpu_add(const Matrix<float>&, const Matrix<float>&, float, float);
 template Matrix<double> gpu_add(const Matrix<double>&, const Matrix<double>&, double, double);
+template <class V>
+Matrix<V> gpu_build(const Coo<V>&, const BuildOptions&) {
+  throw Error("this build has no GPU support (configure with -Dcuda=enabled)");
+}
+template Matrix<float> gpu_build(const Coo<float>&, const BuildOptions&);
+template Matrix<double> gpu_build(const Coo<double>&, const BuildOptions&);
 }  // namespace hisparse::cli
 
 namespace hisparse::cli {
-bool gpu_demo(const Matrix<float>&, const Matrix<double>&) {
+bool gpu_demo(const DemoBuild<float>&, const DemoBuild<double>&, const BuildOptions&) {
   throw Error("this build has no GPU support (configure with -Dcuda=enabled)");
 }
 }  // namespace hisparse::cli
@@ -46,4 +52,12 @@ template std::vector<BenchRecord> bench_add(const Matrix<float>&, const Matrix<f
                                             const BenchOptions&);
 template std::vector<BenchRecord> bench_add(const Matrix<double>&, const Matrix<double>&, const std::string&,
                                             const BenchOptions&);
+template <class V>
+std::vector<BenchRecord> bench_conversion_gpu(const Matrix<V>&, const std::string&, const BenchOptions&, int) {
+  throw Error("this build has no GPU support (configure with -Dcuda=enabled)");
+}
+template std::vector<BenchRecord> bench_conversion_gpu(const Matrix<float>&, const std::string&, const BenchOptions&,
+                                                       int);
+template std::vector<BenchRecord> bench_conversion_gpu(const Matrix<double>&, const std::string&, const BenchOptions&,
+                                                       int);
 }  // namespace hisparse::cli

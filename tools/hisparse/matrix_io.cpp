@@ -3,11 +3,14 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
+#include "gpu_ops.hpp"
 #include "hisparse/formats/builder.hpp"
 #include "hisparse/formats/hsp_file.hpp"
 #include "hisparse/formats/matrix_market.hpp"
+#include "progress.hpp"
 
 namespace hisparse::cli {
 namespace {
@@ -109,13 +112,40 @@ Precision parse_precision(const std::string& s) {
   throw UsageError("--precision must be f32, f64, c64 or c128, not '" + printable_text(s) + "'");
 }
 
+template <class V>
+Matrix<V> build_for(const Coo<V>& coo, const BuildOptions& options, const LoadContext& ctx) {
+  if constexpr (!is_complex_v<V>) {
+    if (ctx.by_default ? gpu_available() : ctx.device == Device::gpu) {
+      if (ctx.progress) ctx.progress->phase("building on the GPU");
+      try {
+        return gpu_build(coo, options);
+      } catch (const Error& e) {
+        if (!ctx.by_default) throw;
+        const std::string note = std::string("hisparse: note: building on the GPU failed (") + e.what() +
+                                 "); building on the host instead";
+        if (ctx.progress) ctx.progress->note(note);
+        else std::fprintf(stderr, "%s\n", note.c_str());
+      }
+    }
+  }
+  // c64 and c128 have no GPU builder: the host's, whatever the device.
+  if (ctx.progress) ctx.progress->phase("building on the host");
+  return build_matrix(coo, options);
+}
+template Matrix<float> build_for(const Coo<float>&, const BuildOptions&, const LoadContext&);
+template Matrix<double> build_for(const Coo<double>&, const BuildOptions&, const LoadContext&);
+template Matrix<std::complex<float>> build_for(const Coo<std::complex<float>>&, const BuildOptions&,
+                                               const LoadContext&);
+template Matrix<std::complex<double>> build_for(const Coo<std::complex<double>>&, const BuildOptions&,
+                                                const LoadContext&);
+
 namespace {
 template <class To, class From>
-AnyMatrix rebuild_as(Coo<From>&& coo, BuildOptions options) {
+AnyMatrix rebuild_as(Coo<From>&& coo, BuildOptions options, const LoadContext& ctx) {
   if constexpr (is_complex_v<From> && !is_complex_v<To>) {
     throw Error("complex values cannot be converted to a real precision (the imaginary parts would be lost)");
   } else {
-    return build_matrix(convert_values<To>(std::move(coo)), options);
+    return build_for(convert_values<To>(std::move(coo)), options, ctx);
   }
 }
 
@@ -126,29 +156,35 @@ bool is_wide(const Matrix<V>& m) {
 }  // namespace
 
 template <class V>
-AnyMatrix as_precision(const Matrix<V>& m, Precision p, std::uint32_t node_size, std::optional<bool> wide_nodes) {
+AnyMatrix as_precision(const Matrix<V>& m, Precision p, std::uint32_t node_size, std::optional<bool> wide_nodes,
+                       const LoadContext& ctx) {
   const bool wide = wide_nodes.value_or(is_wide(m));
   if (p == precision_of<V>() && node_size == m.node_size() && wide == is_wide(m)) return m;
   // Re-blocking, a precision or a format change goes through the logical coordinate list.
   Coo<V> coo = to_coo(m);
   const BuildOptions o{node_size, wide};
   switch (p) {
-    case Precision::f32: return rebuild_as<float>(std::move(coo), o);
-    case Precision::f64: return rebuild_as<double>(std::move(coo), o);
-    case Precision::c64: return rebuild_as<std::complex<float>>(std::move(coo), o);
+    case Precision::f32: return rebuild_as<float>(std::move(coo), o, ctx);
+    case Precision::f64: return rebuild_as<double>(std::move(coo), o, ctx);
+    case Precision::c64: return rebuild_as<std::complex<float>>(std::move(coo), o, ctx);
     case Precision::c128: break;
   }
-  return rebuild_as<std::complex<double>>(std::move(coo), o);
+  return rebuild_as<std::complex<double>>(std::move(coo), o, ctx);
 }
-template AnyMatrix as_precision(const Matrix<float>&, Precision, std::uint32_t, std::optional<bool>);
-template AnyMatrix as_precision(const Matrix<double>&, Precision, std::uint32_t, std::optional<bool>);
-template AnyMatrix as_precision(const Matrix<std::complex<float>>&, Precision, std::uint32_t, std::optional<bool>);
-template AnyMatrix as_precision(const Matrix<std::complex<double>>&, Precision, std::uint32_t, std::optional<bool>);
+template AnyMatrix as_precision(const Matrix<float>&, Precision, std::uint32_t, std::optional<bool>,
+                                const LoadContext&);
+template AnyMatrix as_precision(const Matrix<double>&, Precision, std::uint32_t, std::optional<bool>,
+                                const LoadContext&);
+template AnyMatrix as_precision(const Matrix<std::complex<float>>&, Precision, std::uint32_t, std::optional<bool>,
+                                const LoadContext&);
+template AnyMatrix as_precision(const Matrix<std::complex<double>>&, Precision, std::uint32_t, std::optional<bool>,
+                                const LoadContext&);
 
 AnyMatrix load_matrix(const std::filesystem::path& file, std::optional<std::uint32_t> node_size,
-                      std::optional<Precision> precision, std::optional<bool> wide_nodes) {
+                      std::optional<Precision> precision, std::optional<bool> wide_nodes, const LoadContext& ctx) {
   check_extension(file, "matrix file");
   if (node_size) checked_log2_node_size(*node_size);
+  if (ctx.progress) ctx.progress->phase("reading " + file.string());
   if (is_hsp(file)) {
     // Another value type than the file's goes through load_hsp_as, which
     // converts by the Matrix Market reader's rules (1e39 or 16777217 as f32
@@ -170,7 +206,7 @@ AnyMatrix load_matrix(const std::filesystem::path& file, std::optional<std::uint
       try {
         // Already in its value type; the file carries its own node size and
         // format, and is rebuilt only when asked to differ.
-        return as_precision(mm, precision_of<V>(), node_size.value_or(mm.node_size()), wide_nodes);
+        return as_precision(mm, precision_of<V>(), node_size.value_or(mm.node_size()), wide_nodes, ctx);
       } catch (const Error& e) {
         throw Error(printable_text(file.string()) + ": " + e.what());
       }
@@ -181,14 +217,16 @@ AnyMatrix load_matrix(const std::filesystem::path& file, std::optional<std::uint
   // One open, one pass: the header picks the default precision, then the
   // same reader goes on with the entries (a FIFO cannot be read twice).
   MmReader in(file);
+  if (Progress* p = ctx.progress; p && p->enabled())
+    in.set_progress([p](std::uint64_t done, std::uint64_t total) { p->bytes(done, total); });
   const bool complex_file = in.header().field == MmField::complex;
   switch (precision.value_or(complex_file ? Precision::c128 : Precision::f64)) {
-    case Precision::f32: return build_matrix(in.read_matrix<float>(), d);
-    case Precision::f64: return build_matrix(in.read_matrix<double>(), d);
-    case Precision::c64: return build_matrix(in.read_matrix<std::complex<float>>(), d);
+    case Precision::f32: return build_for(in.read_matrix<float>(), d, ctx);
+    case Precision::f64: return build_for(in.read_matrix<double>(), d, ctx);
+    case Precision::c64: return build_for(in.read_matrix<std::complex<float>>(), d, ctx);
     case Precision::c128: break;
   }
-  return build_matrix(in.read_matrix<std::complex<double>>(), d);
+  return build_for(in.read_matrix<std::complex<double>>(), d, ctx);
 }
 
 void save_matrix(const std::filesystem::path& file, const AnyMatrix& m) {

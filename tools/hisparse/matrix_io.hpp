@@ -9,9 +9,13 @@
 
 #include <CLI/CLI.hpp>
 
+#include "device.hpp"
+#include "hisparse/formats/builder.hpp"
 #include "hisparse/formats/matrix.hpp"
 
 namespace hisparse::cli {
+
+class Progress;
 
 // Thrown for a wrong command line: exit code 2.
 struct UsageError : Error {
@@ -32,6 +36,28 @@ constexpr Precision precision_of() {
   else return Precision::c128;
 }
 
+// Where load_matrix and as_precision build a matrix from a coordinate list
+// (a .mtx file, or an .hsp file that must be rebuilt), and what shows it.
+struct LoadContext {
+  // gpu: f32 and f64 are built by gpu_build, byte for byte what the host
+  // builds (so nothing else changes); c64 and c128 always on the host.
+  Device device = Device::host;
+  // The device was not given (--device left out): `device` is ignored and
+  // the GPU is used when present, asked (gpu_available) only when a build
+  // needs it, so that work without one never starts CUDA; and a GPU build
+  // that fails (a matrix too large for the device memory) is done again on
+  // the host, with a note on stderr. A device the user asked for fails
+  // instead.
+  bool by_default = false;
+  // Phases "reading FILE" (with bytes for .mtx), "building on the GPU" or
+  // "building on the host"; nullptr: none.
+  Progress* progress = nullptr;
+};
+
+// A coordinate list built into HiSparse where ctx says (see LoadContext).
+template <class V>
+Matrix<V> build_for(const Coo<V>& coo, const BuildOptions& options, const LoadContext& ctx);
+
 // node_size: nullopt keeps an .hsp file's own node size (default 128 for .mtx).
 // precision: nullopt keeps an .hsp file's value type; .mtx files default to
 // f64, or c128 when the file holds complex values.
@@ -39,16 +65,19 @@ constexpr Precision precision_of() {
 // them (the builder's default) and an .hsp file keeps the format it carries;
 // true or false: that format (an .hsp file is rebuilt when it differs; false
 // is the standard format).
+// ctx: where a build from a coordinate list runs, and the progress display.
 AnyMatrix load_matrix(const std::filesystem::path& file, std::optional<std::uint32_t> node_size,
-                      std::optional<Precision> precision, std::optional<bool> wide_nodes = std::nullopt);
+                      std::optional<Precision> precision, std::optional<bool> wide_nodes = std::nullopt,
+                      const LoadContext& ctx = {});
 
 // .mtx: the logical matrix (state applied); .hsp: content and state as they are.
 void save_matrix(const std::filesystem::path& file, const AnyMatrix& m);
 
-// wide_nodes: nullopt keeps m's format (with or without COOW nodes).
+// wide_nodes: nullopt keeps m's format (with or without COOW nodes). A
+// rebuild (another precision, node size or format) runs where ctx says.
 template <class V>
 AnyMatrix as_precision(const Matrix<V>& m, Precision p, std::uint32_t node_size,
-                       std::optional<bool> wide_nodes = std::nullopt);
+                       std::optional<bool> wide_nodes = std::nullopt, const LoadContext& ctx = {});
 
 void check_extension(const std::filesystem::path& file, const char* what);
 

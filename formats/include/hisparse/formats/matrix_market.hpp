@@ -37,6 +37,9 @@
 //   * A file is opened and read once, front to back (MmReader): a FIFO or a
 //     character device is read like a regular file, and nothing depends on
 //     reopening it. Only a regular file's size is used, as a hint.
+//   * Progress (MmReader::set_progress, optional): while the entries are
+//     read, a callback learns how many bytes of the file are consumed and the
+//     file's size, for a progress display of long reads.
 //
 // Limits (MmLimits, checked before anything is allocated, so a hostile file
 // cannot exhaust memory): rows and columns at most 2^48, stored entries at
@@ -58,6 +61,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -96,6 +100,10 @@ struct MmLimits {
   std::size_t max_line_bytes = mm_max_line_bytes;  // one line, without \n or \r\n
 };
 
+// Progress of a read: bytes of the file consumed so far and the file's size
+// in bytes (0 when unknown: a FIFO or a device has none).
+using MmProgress = std::function<void(std::uint64_t bytes_done, std::uint64_t bytes_total)>;
+
 // One Matrix Market file, opened once: the constructor reads the banner and
 // the size line, and the caller picks the value type from header() before
 // reading the entries (read_matrix or read_vector, once). Reading each input
@@ -109,6 +117,14 @@ class MmReader {
   MmReader& operator=(MmReader&&) noexcept;
 
   [[nodiscard]] const MmHeader& header() const;
+
+  // Optional: called while read_matrix or read_vector reads the entries,
+  // first with the bytes the banner, comments and size line took, then about
+  // every 65536 stored entries, last once the entries are read (and the file
+  // checked for more: for a regular file, its size). bytes_done never
+  // decreases. An exception the callback throws ends the read and
+  // propagates. An empty function (the default) turns it off.
+  void set_progress(MmProgress progress);
 
   // V is one of float, double, std::complex<float>, std::complex<double>.
   // Either call consumes the entries; a second call throws hisparse::Error.
