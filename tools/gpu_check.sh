@@ -24,6 +24,14 @@ for t in ${TESTS:-"$build"/ops/test-ops-gpu "$build"/runtime/tests/runtime-gpu-t
 done
 echo "== demo"
 timeout 300 "$build"/tools/hisparse demo --grid "${DEMO_GRID:-2048}" || status=1
+# The command-line tests take their GPU branches here (byte-identical GPU
+# builds, bench's GPU conversion records, the demo's GPU lines).
+echo "== cli tests (GPU present)"
+timeout 900 python3 tests/cli/test_cli.py "$build"/tools/hisparse "$HISPARSE_MATRICES_DIR" >"$out/cli.log" 2>&1
+rc=$?
+tail -n 4 "$out/cli.log"
+echo "rc=$rc"
+[ $rc -eq 0 ] || status=1
 if [ "${BENCH:-0}" = 1 ]; then
   echo "== bench"
   timeout "${BENCH_TIMEOUT:-400}" "$build"/tools/hisparse bench --matrices-dir "$HISPARSE_MATRICES_DIR" --scale "${BENCH_SCALE:-16}" --l2 "${BENCH_L2:-both}" \
@@ -45,7 +53,7 @@ if [ "${2:-}" = sanitize ]; then
       --gtest_brief=1 >"$out/rt-$tool.log" 2>&1 || status=1
     grep -E '=====.*(SUMMARY|errors)|PASSED|FAILED' "$out/rt-$tool.log" | tail -n 4
     timeout 450 compute-sanitizer --tool "$tool" $leak --error-exitcode 9 "$b"/ops/test-ops-gpu \
-      --gtest_filter='SpmvGpu.ExtremeShapes:SpmvGpu.EveryController*:SpmvGpu.RidersOfLargeLeaves:SpmvGpu.WideNodes:SpmvGpu.OutputTiles:CopyGpu.*:AddGpu.NodeSizesAndExtremeShapes:AddGpu.BadOperandsAreRefused' --gtest_brief=1 >"$out/ops-$tool.log" 2>&1 || status=1
+      --gtest_filter='SpmvGpu.ExtremeShapes:SpmvGpu.EveryController*:SpmvGpu.RidersOfLargeLeaves:SpmvGpu.WideNodes:SpmvGpu.OutputTiles:CopyGpu.*:AddGpu.NodeSizesAndExtremeShapes:AddGpu.BadOperandsAreRefused:ConvertGpu.RectangularAtEveryNodeSize:ConvertGpu.EmptyAndSingleEntry:ConvertGpu.DenseBlocks:ConvertGpu.WideNodes:ConvertGpu.BadInputThrows' --gtest_brief=1 >"$out/ops-$tool.log" 2>&1 || status=1
     grep -E '=====.*(SUMMARY|errors)|PASSED|FAILED' "$out/ops-$tool.log" | tail -n 4
   done
   # The failure-mode tests run out of device memory on purpose: the failed
