@@ -642,7 +642,9 @@ TEST_F(MatrixMarketTest, ProgressCallbackSeesMonotoneBytesEndingAtTheFileSize) {
   for (std::size_t i = 0; i < calls.size(); ++i) {
     EXPECT_EQ(calls[i].second, size) << "call " << i;
     EXPECT_LE(calls[i].first, size) << "call " << i;
-    if (i > 0) EXPECT_LE(calls[i - 1].first, calls[i].first) << "call " << i;
+    if (i > 0) {
+      EXPECT_LE(calls[i - 1].first, calls[i].first) << "call " << i;
+    }
   }
   EXPECT_EQ(calls.back().first, size);
 

@@ -23,25 +23,45 @@ std::atomic<long> injected_failure_countdown{-1};
 
 void inject_device_bytes_failure(long n) { injected_failure_countdown.store(n < 0 ? -1 : n); }
 
+namespace {
+// The injected failure, if this allocation is the one (see the header).
+bool injected_failure_due() {
+  return injected_failure_countdown.load() >= 0 && injected_failure_countdown.fetch_sub(1) == 0;
+}
+}  // namespace
+
 DeviceBytes::DeviceBytes(std::size_t bytes) : size_(bytes) {
   if (!bytes) return;
-  if (injected_failure_countdown.load() >= 0 && injected_failure_countdown.fetch_sub(1) == 0)
+  if (injected_failure_due())
     throw Error("CUDA error in cudaMalloc: cudaErrorMemoryAllocation (out of memory, injected by a test)");
   cuda_check(cudaMalloc(&ptr_, bytes), "cudaMalloc");
 }
+DeviceBytes::DeviceBytes(std::size_t bytes, cudaStream_t stream, cudaMemPool_t pool)
+    : size_(bytes), stream_(stream), pooled_(true) {
+  if (!bytes) return;
+  if (injected_failure_due())
+    throw Error("CUDA error in cudaMallocFromPoolAsync: cudaErrorMemoryAllocation (out of memory, injected by a test)");
+  cuda_check(cudaMallocFromPoolAsync(&ptr_, bytes, pool, stream), "cudaMallocFromPoolAsync");
+}
+void DeviceBytes::release() noexcept {
+  if (!ptr_) return;
+  if (pooled_) cudaFreeAsync(ptr_, stream_);
+  else cudaFree(ptr_);
+  ptr_ = nullptr;
+}
 DeviceBytes& DeviceBytes::operator=(DeviceBytes&& o) noexcept {
   if (this != &o) {
-    if (ptr_) cudaFree(ptr_);
+    release();
     ptr_ = o.ptr_;
     size_ = o.size_;
+    stream_ = o.stream_;
+    pooled_ = o.pooled_;
     o.ptr_ = nullptr;
     o.size_ = 0;
   }
   return *this;
 }
-DeviceBytes::~DeviceBytes() {
-  if (ptr_) cudaFree(ptr_);
-}
+DeviceBytes::~DeviceBytes() { release(); }
 
 template <class V>
 DeviceMatrix<V>::DeviceMatrix(const Matrix<V>& host, cudaStream_t stream)

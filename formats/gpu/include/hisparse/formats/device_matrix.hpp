@@ -32,12 +32,19 @@ struct DeviceMatrixRef {
 // negative n turns injection off (the default). Process-wide.
 void inject_device_bytes_failure(long n);
 
-// Device memory owned by one object (cudaMalloc / cudaFree).
+// Device memory owned by one object: cudaMalloc / cudaFree, or stream-ordered
+// from a memory pool (cudaMallocFromPoolAsync, freed by cudaFreeAsync on the
+// same stream: no device-wide synchronisation, as cudaFree has), for work
+// memory that lives within one call.
 class DeviceBytes {
  public:
   DeviceBytes() = default;
   explicit DeviceBytes(std::size_t bytes);
-  DeviceBytes(DeviceBytes&& o) noexcept : ptr_(o.ptr_), size_(o.size_) { o.ptr_ = nullptr; o.size_ = 0; }
+  DeviceBytes(std::size_t bytes, cudaStream_t stream, cudaMemPool_t pool);
+  DeviceBytes(DeviceBytes&& o) noexcept : ptr_(o.ptr_), size_(o.size_), stream_(o.stream_), pooled_(o.pooled_) {
+    o.ptr_ = nullptr;
+    o.size_ = 0;
+  }
   DeviceBytes& operator=(DeviceBytes&& o) noexcept;
   DeviceBytes(const DeviceBytes&) = delete;
   DeviceBytes& operator=(const DeviceBytes&) = delete;
@@ -48,8 +55,11 @@ class DeviceBytes {
   [[nodiscard]] T* as() const { return static_cast<T*>(ptr_); }
 
  private:
+  void release() noexcept;
   void* ptr_ = nullptr;
   std::size_t size_ = 0;
+  cudaStream_t stream_ = nullptr;
+  bool pooled_ = false;
 };
 
 template <class V>
