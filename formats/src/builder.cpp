@@ -159,7 +159,9 @@ Matrix<V> build_matrix(const Coo<V>& coo, const BuildOptions& options) {
       for (std::uint32_t k = 0; k < s.count[i]; ++k, ++c) standard += leaves.choice[c].bytes;
       const std::uint64_t entries = s.start[i + 1] - s.start[i];
       if (entries > 0xFFFFFFFFull) continue;
-      const std::uint64_t wide = coow_layout(static_cast<std::uint32_t>(entries), sizeof(V)).bytes;
+      // In 64 bits: the 32-bit layout of a node past 4 GiB wraps to a small
+      // size and would win (node size 256, ~3.6e8 entries in one block).
+      const std::uint64_t wide = coow_layout64(entries, sizeof(V)).bytes;
       if (wide <= standard) {
         s.choice[i] = NodeChoice{NodeType::coow, wide};
         for (std::size_t k = first; k < c; ++k) leaves.dropped[k] = true;

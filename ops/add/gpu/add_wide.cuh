@@ -248,7 +248,7 @@ struct AddWide {
     leaf_bytes = warp_sum64(leaf_bytes);
     const NodeChoice inner = choose_node(blocks, b, false, sizeof(NodeRef));
     const std::uint64_t standard = inner.bytes + leaf_bytes;
-    const std::uint64_t coow = coow_layout(m, sizeof(V)).bytes;
+    const std::uint64_t coow = coow_layout64(m, sizeof(V)).bytes;  // 64 bits: see the builder
     const bool as_coow = coow <= standard;
     const std::uint64_t bytes = as_coow ? coow : standard;
 

@@ -105,7 +105,7 @@ class Adder {
     for (std::size_t k = 0; k < sum.size(); ++k) leaves[{sum[k].first.row >> b, sum[k].first.col >> b}].push_back(k);
     std::uint64_t standard = choose_node(static_cast<std::uint32_t>(leaves.size()), b, false, sizeof(NodeRef)).bytes;
     for (const auto& [blk, ks] : leaves) standard += choose_node(static_cast<std::uint32_t>(ks.size()), b, true, sizeof(V)).bytes;
-    if (coow_layout(static_cast<std::uint32_t>(sum.size()), sizeof(V)).bytes <= standard) {
+    if (coow_layout64(sum.size(), sizeof(V)).bytes <= standard) {  // 64 bits: see the builder
       std::vector<WideCoord> coords;
       std::vector<V> vals;
       for (const auto& [wc, v] : sum) {

@@ -279,7 +279,7 @@ __global__ void inner_choice_kernel(LevelInput in, u32* first_child, std::uint8_
       const u64 entries = in.entry_scan[f1] - in.entry_scan[f0];
       const u64 standard = ch.bytes + in.leaf_bytes_scan[f1] - in.leaf_bytes_scan[f0];
       if (entries <= 0xFFFFFFFFull) {
-        const u64 wide = coow_layout(static_cast<u32>(entries), in.value_bytes).bytes;
+        const u64 wide = coow_layout64(entries, in.value_bytes).bytes;  // 64 bits: see the builder
         if (wide <= standard) ch = NodeChoice{NodeType::coow, wide};
       }
     }

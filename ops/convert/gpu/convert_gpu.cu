@@ -65,7 +65,7 @@ void extract_into(const DeviceMatrix<V>& a, I* row, I* row_ptr, I* col, V* val, 
                   ConvertStats* stats) {
   check_index_range<I>(a.rows(), a.cols(), a.nnz());
   check_pointers<I>(a.nnz(), row ? static_cast<const void*>(row) : row_ptr, col, val, "GPU extraction");
-  if (row_ptr == nullptr && row == nullptr) throw Error("GPU extraction: a null row array");
+  if (row_ptr == nullptr && row == nullptr && a.nnz() > 0) throw Error("GPU extraction: a null row array");
   if (a.nnz() > 0) check_work_fits(a.nnz(), a.shape().depth, sizeof(V));
   WorkMemory w(stream);
   extract<V, I>(w, a, row, row_ptr, col, val);

@@ -27,8 +27,10 @@ class WorkMemory {
   // and gives everything back when the call ends.
   explicit WorkMemory(cudaStream_t stream)
       : stream_(stream), log_(std::getenv("HISPARSE_CONVERT_LOG") != nullptr), last_(std::chrono::steady_clock::now()) {
-    int device = 0;
+    int device = 0, pools = 0;
     cuda_check(cudaGetDevice(&device), "cudaGetDevice");
+    cuda_check(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device), "cudaDeviceGetAttribute");
+    if (!pools) return;  // every array from cudaMalloc then
     cudaMemPoolProps props{};
     props.allocType = cudaMemAllocationTypePinned;
     props.location.type = cudaMemLocationTypeDevice;
@@ -41,7 +43,7 @@ class WorkMemory {
     // Every array is freed (stream-ordered) by now; the pool's memory goes
     // back to the device once those frees have run.
     cudaStreamSynchronize(stream_);
-    cudaMemPoolDestroy(pool_);
+    if (pool_) cudaMemPoolDestroy(pool_);
   }
   WorkMemory(const WorkMemory&) = delete;
   WorkMemory& operator=(const WorkMemory&) = delete;
@@ -55,6 +57,9 @@ class WorkMemory {
     last_ = now;
   }
   [[nodiscard]] cudaStream_t stream() const { return stream_; }
+  // The most bytes of work arrays held at once. Freed blocks under
+  // pooled_limit stay reserved by the call's pool until it returns (for the
+  // next allocation), which the device sees besides this (docs/ops.md).
   [[nodiscard]] std::uint64_t peak() const { return peak_; }
   void add(std::uint64_t bytes) {
     current_ += bytes;
@@ -79,25 +84,29 @@ template <class T>
 class Array {
  public:
   Array() = default;
-  Array(WorkMemory& w, std::uint64_t n) : w_(&w), n_(n), bytes_(n * sizeof(T)) {
+  Array(WorkMemory& w, std::uint64_t n)
+      : w_(&w), n_(n), bytes_(n * sizeof(T)), large_(bytes_ >= pooled_limit || !w.pool()) {
     w.add(bytes_);
     try {
       // Small arrays from the call's pool; large ones straight from the
       // device, whose mapping costs the same either way and which the pool
       // would then unmap at the end of the call (measured slower: perf-log C4).
-      mem_ = bytes_ >= pooled_limit ? DeviceBytes(bytes_) : DeviceBytes(bytes_, w.stream(), w.pool());
+      mem_ = large_ ? DeviceBytes(bytes_) : DeviceBytes(bytes_, w.stream(), w.pool());
     } catch (...) {
       w.remove(bytes_);
       throw;
     }
   }
-  Array(Array&& o) noexcept : w_(o.w_), n_(o.n_), bytes_(o.bytes_), mem_(std::move(o.mem_)) { o.w_ = nullptr; }
+  Array(Array&& o) noexcept : w_(o.w_), n_(o.n_), bytes_(o.bytes_), large_(o.large_), mem_(std::move(o.mem_)) {
+    o.w_ = nullptr;
+  }
   Array& operator=(Array&& o) noexcept {
     if (this != &o) {
       release();
       w_ = o.w_;
       n_ = o.n_;
       bytes_ = o.bytes_;
+      large_ = o.large_;
       mem_ = std::move(o.mem_);
       o.w_ = nullptr;
     }
@@ -116,6 +125,7 @@ class Array {
  private:
   WorkMemory* w_ = nullptr;
   std::uint64_t n_ = 0, bytes_ = 0;
+  bool large_ = false;
   DeviceBytes mem_;
 };
 

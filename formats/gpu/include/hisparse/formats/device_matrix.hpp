@@ -88,7 +88,7 @@ class DeviceMatrix {
   [[nodiscard]] NodeRef root() const { return root_; }
   [[nodiscard]] bool transposed() const { return transposed_; }
   [[nodiscard]] V scale() const { return scale_; }
-  // Built with COOW nodes (not handled by the GPU procedures yet).
+  // Built with COOW nodes (the pool header's wide flag).
   [[nodiscard]] bool wide_nodes() const { return wide_; }
 
   // O(1) state changes: nothing on the device moves.

@@ -90,8 +90,10 @@ struct ConvertStats {
 
 // The work memory bound: a conversion of n input entries into or out of a
 // tree of the given depth never holds more than convert_work_bound(n, depth,
-// sizeof(V)) bytes at once (sort buffers and CUB's temporary storage
-// included), besides its input and its result. Before anything is allocated
+// sizeof(V)) bytes of work arrays at once (sort buffers and CUB's temporary
+// storage included), besides its input and its result; arrays under 64 MiB
+// come from a memory pool of the call's own, which keeps their freed blocks
+// for reuse until the call returns (docs/ops.md). Before anything is allocated
 // the bound is checked against the free device memory (LimitError). Sorting
 // takes 36 bytes per entry (44 for a CSR, whose rows are expanded first), the
 // distinct entries and their leaves up to 80 + 2·sizeof(V) together, and
