@@ -24,6 +24,54 @@ struct Timing {
   double median, mean, std;  // ms
 };
 
+namespace detail {
+
+// Two CUDA events, destroyed on every path out.
+class EventPair {
+ public:
+  EventPair() {
+    cuda_check(cudaEventCreate(&a_), "cudaEventCreate");
+    try {
+      cuda_check(cudaEventCreate(&b_), "cudaEventCreate");
+    } catch (...) {
+      cudaEventDestroy(a_);
+      throw;
+    }
+  }
+  EventPair(const EventPair&) = delete;
+  EventPair& operator=(const EventPair&) = delete;
+  ~EventPair() {
+    cudaEventDestroy(a_);
+    cudaEventDestroy(b_);
+  }
+  // Milliseconds between an event before f() and one after it. wait_start:
+  // the start event is waited for before f is called (see time_calls).
+  template <class F>
+  double time(F&& f, bool wait_start) {
+    cuda_check(cudaEventRecord(a_), "cudaEventRecord");
+    if (wait_start) cuda_check(cudaEventSynchronize(a_), "cudaEventSynchronize");
+    f();
+    cuda_check(cudaEventRecord(b_), "cudaEventRecord");
+    cuda_check(cudaEventSynchronize(b_), "cudaEventSynchronize");
+    float ms = 0;
+    cuda_check(cudaEventElapsedTime(&ms, a_, b_), "cudaEventElapsedTime");
+    return ms;
+  }
+
+ private:
+  cudaEvent_t a_{}, b_{};
+};
+
+inline Timing summarize(std::vector<double> t) {
+  const double mean = std::accumulate(t.begin(), t.end(), 0.0) / static_cast<double>(t.size());
+  double var = 0;
+  for (double v : t) var += (v - mean) * (v - mean);
+  std::sort(t.begin(), t.end());
+  return {t[t.size() / 2], mean, std::sqrt(var / static_cast<double>(t.size()))};
+}
+
+}  // namespace detail
+
 // Times f() with CUDA events, after the plan's warm-up. With a flush buffer,
 // every timed call is preceded (outside the events) by a write of it (twice
 // the L2 size), so the matrix and vectors come from HBM: cold L2.
@@ -43,29 +91,14 @@ Timing time_calls(F&& f, const TimingPlan& plan, DeviceBytes* flush, bool host_w
     }
     f();
   }
-  cudaEvent_t a, b;
-  cuda_check(cudaEventCreate(&a), "cudaEventCreate");
-  cuda_check(cudaEventCreate(&b), "cudaEventCreate");
+  detail::EventPair events;
   std::vector<double> t(static_cast<std::size_t>(std::max(plan.runs, 1)));
   for (std::size_t i = 0; i < t.size(); ++i) {
     if (flush)
       cuda_check(cudaMemsetAsync(flush->get(), static_cast<int>(i & 0xFF), flush->size()), "cudaMemsetAsync(flush)");
-    cuda_check(cudaEventRecord(a), "cudaEventRecord");
-    if (host_work) cuda_check(cudaEventSynchronize(a), "cudaEventSynchronize");
-    f();
-    cuda_check(cudaEventRecord(b), "cudaEventRecord");
-    cuda_check(cudaEventSynchronize(b), "cudaEventSynchronize");
-    float ms = 0;
-    cuda_check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
-    t[i] = ms;
+    t[i] = events.time(f, host_work);
   }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  const double mean = std::accumulate(t.begin(), t.end(), 0.0) / static_cast<double>(t.size());
-  double var = 0;
-  for (double v : t) var += (v - mean) * (v - mean);
-  std::sort(t.begin(), t.end());
-  return {t[t.size() / 2], mean, std::sqrt(var / static_cast<double>(t.size()))};
+  return detail::summarize(std::move(t));
 }
 
 // Times calls that return a result owning device memory (a conversion, a
@@ -81,34 +114,13 @@ Timing time_allocating_calls(F&& make, int runs) {
     Result warm = make();
     cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize(warm-up)");
   }
-  cudaEvent_t a, b;
-  cuda_check(cudaEventCreate(&a), "cudaEventCreate");
-  cuda_check(cudaEventCreate(&b), "cudaEventCreate");
+  detail::EventPair events;
   std::vector<double> t(static_cast<std::size_t>(std::max(runs, 1)));
-  try {
-    for (std::size_t i = 0; i < t.size(); ++i) {
-      std::optional<Result> kept;  // the result of call i, released after its end event
-      cuda_check(cudaEventRecord(a), "cudaEventRecord");
-      cuda_check(cudaEventSynchronize(a), "cudaEventSynchronize");
-      kept.emplace(make());
-      cuda_check(cudaEventRecord(b), "cudaEventRecord");
-      cuda_check(cudaEventSynchronize(b), "cudaEventSynchronize");
-      float ms = 0;
-      cuda_check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
-      t[i] = ms;
-    }
-  } catch (...) {
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    throw;
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    std::optional<Result> kept;  // the result of call i, released after its end event
+    t[i] = events.time([&] { kept.emplace(make()); }, true);
   }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  const double mean = std::accumulate(t.begin(), t.end(), 0.0) / static_cast<double>(t.size());
-  double var = 0;
-  for (double v : t) var += (v - mean) * (v - mean);
-  std::sort(t.begin(), t.end());
-  return {t[t.size() / 2], mean, std::sqrt(var / static_cast<double>(t.size()))};
+  return detail::summarize(std::move(t));
 }
 
 }  // namespace hisparse::tools

@@ -2,6 +2,7 @@
 // `hisparse bench`: HiSparse against cuSPARSE on the same matrices and inputs,
 // in one process (seed 004 section 7's method). One record per matrix x
 // operation x implementation x precision x L2 state.
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -67,5 +68,14 @@ std::vector<BenchRecord> bench_add(const Matrix<V>& a, const Matrix<V>& b, const
 template <class V>
 std::vector<BenchRecord> bench_conversion_gpu(const Matrix<V>& a, const std::string& name, const BenchOptions& options,
                                               int runs = 5);
+
+// The same matrix byte for byte: shape, entries, pool (header included).
+template <class V>
+bool same_matrix(const Matrix<V>& a, const Matrix<V>& b) {
+  const Content<V>& x = a.content();
+  const Content<V>& y = b.content();
+  return x.shape == y.shape && x.nnz == y.nnz && x.pool.size() == y.pool.size() &&
+         std::memcmp(x.pool.data(), y.pool.data(), x.pool.size()) == 0;
+}
 
 }  // namespace hisparse::cli

@@ -114,28 +114,6 @@ bool same_csr(const Csr<V>& a, const Csr<V>& b) {
          a.val.size() == b.val.size() && (a.val.empty() || std::memcmp(a.val.data(), b.val.data(), a.val.size() * sizeof(V)) == 0);
 }
 
-// The same matrix byte for byte: shape, entries, pool (header included).
-template <class V>
-bool same_matrix(const Matrix<V>& a, const Matrix<V>& b) {
-  const Content<V>& x = a.content();
-  const Content<V>& y = b.content();
-  return x.shape == y.shape && x.nnz == y.nnz && x.pool.size() == y.pool.size() &&
-         std::memcmp(x.pool.data(), y.pool.data(), x.pool.size()) == 0;
-}
-
-// Device CSR arrays of a shape, 32-bit indices, never empty.
-template <class V>
-CsrArrays<V> allocate_csr(std::uint64_t rows, std::uint64_t cols, std::uint64_t nnz) {
-  CsrArrays<V> c;
-  c.rows = rows;
-  c.cols = cols;
-  c.nnz = nnz;
-  c.row_ptr = DeviceBytes((rows + 1) * sizeof(std::int32_t));
-  c.col = DeviceBytes(std::max<std::uint64_t>(nnz, 1) * sizeof(std::int32_t));
-  c.val = DeviceBytes(std::max<std::uint64_t>(nnz, 1) * sizeof(V));
-  return c;
-}
-
 }  // namespace
 
 template <class V>
@@ -355,7 +333,7 @@ std::vector<BenchRecord> bench_conversion_gpu(const Matrix<V>& host, const std::
          build_stats.peak_work_bytes);
 
   // HiSparse -> CSR into arrays allocated beforehand, checked against to_csr.
-  CsrArrays<V> back = allocate_csr<V>(a.rows(), a.cols(), a.nnz());
+  CsrArrays<V> back = CsrArrays<V>::allocate(a.rows(), a.cols(), a.nnz());
   auto extract = [&](ops::ConvertStats* stats) {
     ops::to_device_csr<V, std::int32_t>(a, back.row_ptr.template as<std::int32_t>(), back.col.template as<std::int32_t>(),
                                         back.val.template as<V>(), nullptr, stats);

@@ -17,18 +17,6 @@ constexpr cudaDataType value_type() {
   return std::is_same_v<V, float> ? CUDA_R_32F : CUDA_R_64F;
 }
 
-// Index and value arrays never empty, so that every pointer is valid.
-template <class V>
-CsrArrays<V> allocate(std::uint64_t rows, std::uint64_t cols, std::uint64_t nnz) {
-  CsrArrays<V> c;
-  c.rows = rows;
-  c.cols = cols;
-  c.nnz = nnz;
-  c.row_ptr = DeviceBytes((rows + 1) * 4);
-  c.col = DeviceBytes(std::max<std::uint64_t>(nnz, 1) * 4);
-  c.val = DeviceBytes(std::max<std::uint64_t>(nnz, 1) * sizeof(V));
-  return c;
-}
 
 // Owned general matrix descriptor (base zero), as the legacy API wants.
 struct MatDescr {
@@ -46,11 +34,23 @@ CusparseHandle::~CusparseHandle() {
 }
 
 template <class V>
+CsrArrays<V> CsrArrays<V>::allocate(std::uint64_t rows, std::uint64_t cols, std::uint64_t nnz) {
+  CsrArrays<V> c;
+  c.rows = rows;
+  c.cols = cols;
+  c.nnz = nnz;
+  c.row_ptr = DeviceBytes((rows + 1) * 4);
+  c.col = DeviceBytes(std::max<std::uint64_t>(nnz, 1) * 4);
+  c.val = DeviceBytes(std::max<std::uint64_t>(nnz, 1) * sizeof(V));
+  return c;
+}
+
+template <class V>
 CsrArrays<V> CsrArrays<V>::upload(const Csr<V>& csr) {
   constexpr auto max32 = static_cast<std::uint64_t>(std::numeric_limits<std::int32_t>::max());
   if (csr.rows > max32 || csr.cols > max32 || csr.nnz() > max32)
     throw LimitError("cuSPARSE baseline: matrix exceeds 32-bit CSR indices");
-  CsrArrays c = allocate<V>(csr.rows, csr.cols, csr.nnz());
+  CsrArrays c = CsrArrays<V>::allocate(csr.rows, csr.cols, csr.nnz());
   std::vector<std::int32_t> rp(csr.row_ptr.begin(), csr.row_ptr.end()), ci(csr.col.begin(), csr.col.end());
   cuda_check(cudaMemcpy(c.row_ptr.get(), rp.data(), rp.size() * 4, cudaMemcpyHostToDevice), "upload CSR");
   cuda_check(cudaMemcpy(c.col.get(), ci.data(), ci.size() * 4, cudaMemcpyHostToDevice), "upload CSR");
@@ -75,7 +75,7 @@ Csr<V> CsrArrays<V>::download() const {
 
 template <class V>
 CsrArrays<V> CsrArrays<V>::copy(cudaStream_t stream) const {
-  CsrArrays c = allocate<V>(rows, cols, nnz);
+  CsrArrays c = CsrArrays<V>::allocate(rows, cols, nnz);
   cuda_check(cudaMemcpyAsync(c.row_ptr.get(), row_ptr.get(), row_ptr.size(), cudaMemcpyDeviceToDevice, stream), "copy CSR");
   cuda_check(cudaMemcpyAsync(c.col.get(), col.get(), col.size(), cudaMemcpyDeviceToDevice, stream), "copy CSR");
   cuda_check(cudaMemcpyAsync(c.val.get(), val.get(), val.size(), cudaMemcpyDeviceToDevice, stream), "copy CSR");
@@ -146,7 +146,7 @@ CsrArrays<V> csrgeam2(cusparseHandle_t h, const CsrArrays<V>& a, const CsrArrays
 template <class V>
 CsrArrays<V> csr_transpose(cusparseHandle_t h, const CsrArrays<V>& a, cudaStream_t stream, std::size_t* work_bytes) {
   cusparse_check(cusparseSetStream(h, stream), "cusparseSetStream");
-  CsrArrays<V> t = allocate<V>(a.cols, a.rows, a.nnz);
+  CsrArrays<V> t = CsrArrays<V>::allocate(a.cols, a.rows, a.nnz);
   std::size_t need = 0;
   const auto m = static_cast<int>(a.rows), n = static_cast<int>(a.cols), nnz = static_cast<int>(a.nnz);
   cusparse_check(cusparseCsr2cscEx2_bufferSize(h, m, n, nnz, a.val.get(), a.row_ptr.template as<const int>(),

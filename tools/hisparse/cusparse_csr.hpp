@@ -19,6 +19,9 @@ struct CsrArrays {
   std::uint64_t rows = 0, cols = 0, nnz = 0;
   DeviceBytes row_ptr, col, val;
   [[nodiscard]] std::uint64_t bytes() const { return (rows + 1) * 4 + nnz * (4 + sizeof(V)); }
+  // Arrays of that shape, uninitialised; index and value arrays never empty,
+  // so that every pointer is valid.
+  static CsrArrays allocate(std::uint64_t rows, std::uint64_t cols, std::uint64_t nnz);
   // Uploads; rejects matrices beyond 32-bit indices.
   static CsrArrays upload(const Csr<V>& csr);
   [[nodiscard]] Csr<V> download() const;

@@ -110,15 +110,6 @@ Matrix<V> build_through(const Coo<V>& coo, const BuildOptions& options) {
   return m.download();
 }
 
-// Byte for byte the same matrix: shape, entries, pool (header included).
-template <class V>
-bool same_matrix(const Matrix<V>& a, const Matrix<V>& b) {
-  const Content<V>& x = a.content();
-  const Content<V>& y = b.content();
-  return x.shape == y.shape && x.nnz == y.nnz && x.pool.size() == y.pool.size() &&
-         std::memcmp(x.pool.data(), y.pool.data(), x.pool.size()) == 0;
-}
-
 struct GpuBuildTiming {
   double median_ms = 0;
   bool identical = false;

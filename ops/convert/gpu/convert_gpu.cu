@@ -23,8 +23,7 @@ inline void check_entry_count(std::uint64_t n) {
     throw LimitError("GPU conversion takes at most 2^32 - 1 input entries, got " + std::to_string(n));
 }
 
-template <class I>
-void check_pointers(std::uint64_t n, const void* a, const void* b, const void* c, const char* what) {
+inline void check_pointers(std::uint64_t n, const void* a, const void* b, const void* c, const char* what) {
   if (n > 0 && (!a || !b || !c)) throw Error(std::string(what) + ": a null array for " + std::to_string(n) + " entries");
 }
 
@@ -64,7 +63,7 @@ template <class V, class I>
 void extract_into(const DeviceMatrix<V>& a, I* row, I* row_ptr, I* col, V* val, cudaStream_t stream,
                   ConvertStats* stats) {
   check_index_range<I>(a.rows(), a.cols(), a.nnz());
-  check_pointers<I>(a.nnz(), row ? static_cast<const void*>(row) : row_ptr, col, val, "GPU extraction");
+  check_pointers(a.nnz(), row ? static_cast<const void*>(row) : row_ptr, col, val, "GPU extraction");
   if (row_ptr == nullptr && row == nullptr && a.nnz() > 0) throw Error("GPU extraction: a null row array");
   if (a.nnz() > 0) check_work_fits(a.nnz(), a.shape().depth, sizeof(V));
   WorkMemory w(stream);
@@ -79,7 +78,7 @@ DeviceMatrix<V> build_device_matrix(const DeviceCsrView<V, I>& csr, const BuildO
                                     ConvertStats* stats) {
   using namespace convert_detail;
   if (!csr.row_ptr) throw Error("CSR input: a null row pointer array");
-  check_pointers<I>(csr.nnz, csr.row_ptr, csr.col, csr.val, "CSR input");
+  check_pointers(csr.nnz, csr.row_ptr, csr.col, csr.val, "CSR input");
   return build<V>(
       csr.rows, csr.cols, csr.nnz, options, stream, stats, [&](WorkMemory& w) { check_csr_row_ptr(w, csr); },
       [&](WorkMemory& w, const Shape& shape) { return build_csr_blocks<V, I>(w, csr, shape, options, stats); },
@@ -90,7 +89,7 @@ template <class V, class I>
 DeviceMatrix<V> build_device_matrix(const DeviceCooView<V, I>& coo, const BuildOptions& options, cudaStream_t stream,
                                     ConvertStats* stats) {
   using namespace convert_detail;
-  check_pointers<I>(coo.nnz, coo.row, coo.col, coo.val, "COO input");
+  check_pointers(coo.nnz, coo.row, coo.col, coo.val, "COO input");
   return build<V>(
       coo.rows, coo.cols, coo.nnz, options, stream, stats, [](WorkMemory&) {},
       [](WorkMemory&, const Shape&) { return std::optional<DeviceMatrix<V>>{}; },
