@@ -1,22 +1,28 @@
 #pragma once
 // Plan building: the output tiles of one orientation (spmv_tile_agent.cuh
-// says what a tile is). From the recorded leaves of the standard bins:
-// 1. on the device, each leaf's entry count (chunk items of large and dense
-//    leaves after the first are dropped: a tile cuts leaves into units
-//    itself);
-// 2. on the host, the leaves grouped by output block (a counting sort that
-//    keeps the traversal's order inside a block), each cut into units of at
-//    most 128 entries, and the blocks grouped into tiles of at most
-//    `tile_units` units and tile_max_outputs outputs; a block with more
-//    units than that is split over several tiles;
-// 3. the units, tiles and split groups uploaded.
-// The host step is linear in the leaves and the output blocks.
+// says what a tile is), planned on the device from the recorded leaves of
+// the standard bins:
+// 1. each leaf's entry count (chunk items of large and dense leaves after
+//    the first count 0: a tile cuts leaves into units itself), and the
+//    totals the fill test needs (the only download besides the sizes);
+// 2. per orientation, the leaves grouped by output block with a stable
+//    radix sort (the traversal's order stays inside a block), each cut into
+//    units of at most 128 entries: a scan gives each leaf its first unit;
+// 3. the output blocks cut into tiles of at most `tile_units` units and
+//    tile_max_outputs outputs, a block with more units than that split over
+//    several tiles. The cut is greedy inside runs of `chunk_blocks` output
+//    blocks, a thread per run (counted, scanned, then written), so a tile
+//    never spans two runs.
+// Nothing is planned on the host: the Laplacian 4096^2's 650 k leaves took
+// 120-170 ms there (perf-log R4 i).
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_scan.cuh>
+
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdint>
-#include <numeric>
 #include <string>
-#include <vector>
 
 #include "hisparse/formats/device_matrix.hpp"
 #include "hisparse/runtime/log.hpp"
@@ -41,32 +47,181 @@ struct TilePlan {
 
 namespace tile_detail {
 
+// Output blocks per planning thread (at least a tile's most blocks).
+inline constexpr std::uint32_t chunk_blocks = 128;
+
+// The units (warp steps) of a leaf of n entries or cells.
+HISPARSE_HD constexpr std::uint32_t units_of(std::uint32_t n) { return (n + tile_unit_entries - 1) / tile_unit_entries; }
+
+// What planning downloads: entries, units and leaves with entries.
+struct LeafTotals {
+  unsigned long long entries, units, leaves;
+};
+
 // Entries (cells, for dense leaves) of each item of the standard bins, 0 for
-// the second and later chunk items of a large or dense leaf.
-__global__ void leaf_counts(const NodeItem* items, std::uint64_t count, std::uint64_t first_chunked,
-                            const std::byte* pool, std::uint32_t log2d, std::uint32_t* out) {
-  for (std::uint64_t i = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; i < count;
-       i += std::uint64_t{gridDim.x} * blockDim.x) {
+// the second and later chunk items of a large or dense leaf; their totals.
+__global__ void leaf_counts(const NodeItem* items, std::uint32_t count, std::uint32_t first_chunked,
+                            const std::byte* pool, std::uint32_t log2d, std::uint32_t* out, LeafTotals* totals) {
+  unsigned long long entries = 0, units = 0, leaves = 0;
+  for (std::uint64_t i = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; i < count; i += std::uint64_t{gridDim.x} * blockDim.x) {
     const NodeItem it = items[i];
     std::uint32_t n = 0;
     if (i < first_chunked || it.level == 0)
       n = ref_type(it.ref) == NodeType::dense ? 1u << (2 * log2d)
                                               : *reinterpret_cast<const std::uint32_t*>(pool + ref_offset(it.ref));
     out[i] = n;
+    entries += n;
+    units += units_of(n);
+    leaves += n > 0;
+  }
+  for (int off = 16; off > 0; off /= 2) {
+    entries += __shfl_xor_sync(0xffffffffu, entries, off);
+    units += __shfl_xor_sync(0xffffffffu, units, off);
+    leaves += __shfl_xor_sync(0xffffffffu, leaves, off);
+  }
+  if (threadIdx.x % 32 == 0 && leaves > 0) {
+    atomicAdd(&totals->entries, entries);
+    atomicAdd(&totals->units, units);
+    atomicAdd(&totals->leaves, leaves);
   }
 }
 
-// The units (warp steps) of a leaf of n entries or cells.
-constexpr std::uint64_t units_of(std::uint32_t n) { return (n + tile_unit_entries - 1) / tile_unit_entries; }
-
-template <class T>
-DeviceBytes upload(const std::vector<T>& v, cudaStream_t stream) {
-  DeviceBytes d(std::max<std::size_t>(v.size(), 1) * sizeof(T));
-  if (!v.empty())
-    cuda_check(cudaMemcpyAsync(d.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice, stream),
-               "cudaMemcpyAsync(SpMV tiles)");
-  return d;
+// Sort keys: a leaf's output block (`blocks`, sorted last, where it has no
+// entries); each block's units.
+__global__ void block_keys(const NodeItem* items, const std::uint32_t* n, std::uint32_t count, bool by_col,
+                           std::uint32_t blocks, std::uint32_t* keys, std::uint32_t* index, std::uint32_t* block_units) {
+  for (std::uint64_t i = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; i < count; i += std::uint64_t{gridDim.x} * blockDim.x) {
+    const std::uint32_t b = static_cast<std::uint32_t>(by_col ? items[i].bcol : items[i].brow);
+    keys[i] = n[i] > 0 ? b : blocks;
+    index[i] = static_cast<std::uint32_t>(i);
+    if (n[i] > 0) atomicAdd(block_units + b, units_of(n[i]));
+  }
 }
+
+__global__ void leaf_units(const std::uint32_t* order, const std::uint32_t* n, std::uint32_t leaves, std::uint32_t* out) {
+  for (std::uint64_t k = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; k < leaves; k += std::uint64_t{gridDim.x} * blockDim.x)
+    out[k] = units_of(n[order[k]]);
+}
+
+// A run's tiles, split blocks, sum slots and tiles of split blocks.
+struct TileCounts {
+  std::uint32_t tiles, groups, slots, split_tiles;
+};
+struct AddCounts {
+  __host__ __device__ TileCounts operator()(const TileCounts& a, const TileCounts& b) const {
+    return {a.tiles + b.tiles, a.groups + b.groups, a.slots + b.slots, a.split_tiles + b.split_tiles};
+  }
+};
+
+// The greedy cut of one run of output blocks. Counts only (out == nullptr)
+// or writes the run's tiles and split groups from its offsets `at`, and for
+// each block the first block of its tile (a unit's output block inside the
+// tile is relative to it).
+struct TileCut {
+  const std::uint32_t* block_units;  // per block
+  const std::uint32_t* unit_first;   // per block + 1, scanned
+  std::uint32_t blocks, tile_units, max_blocks;
+  Tile* tiles;
+  SplitGroup* groups;
+  std::uint32_t* tile_start;
+
+  __device__ TileCounts run(std::uint32_t chunk, TileCounts at, bool write) const {
+    const std::uint32_t end = min(blocks, (chunk + 1) * chunk_blocks);
+    TileCounts c{0, 0, 0, 0};
+    std::uint32_t b = chunk * chunk_blocks;
+    while (b < end) {
+      const std::uint32_t bu = block_units[b];
+      if (bu > tile_units) {
+        // A heavy block: its units cut evenly over `parts` tiles.
+        const std::uint32_t parts = (bu + tile_units - 1) / tile_units;
+        if (write) {
+          const std::uint32_t group = at.groups + c.groups, first = at.tiles + c.tiles;
+          groups[group] = SplitGroup{parts, first, at.slots + c.slots, 0};
+          for (std::uint32_t p = 0; p < parts; ++p)
+            tiles[first + p] = Tile{unit_first[b] + static_cast<std::uint32_t>(std::uint64_t{bu} * p / parts), b, 1, group};
+          tile_start[b] = b;
+        }
+        ++c.groups;
+        c.slots += parts <= split_slots_max ? parts : 1;
+        c.tiles += parts;
+        c.split_tiles += parts;
+        ++b;
+        continue;
+      }
+      const std::uint32_t start = b;
+      std::uint32_t sum = 0;
+      while (b < end && b - start < max_blocks && block_units[b] <= tile_units && sum + block_units[b] <= tile_units) {
+        sum += block_units[b];
+        if (write) tile_start[b] = start;
+        ++b;
+      }
+      if (write) tiles[at.tiles + c.tiles] = Tile{unit_first[start], start, b - start, no_split};
+      ++c.tiles;
+    }
+    return c;
+  }
+};
+
+// Pass 1 (`counts` per run, one extra zero for the scan's total) or pass 2
+// (`at`: the scanned counts; the last run also writes the end tile).
+__global__ void cut_tiles(TileCut cut, std::uint32_t chunks, TileCounts* counts, const TileCounts* at) {
+  for (std::uint32_t c = blockIdx.x * blockDim.x + threadIdx.x; c <= chunks; c += gridDim.x * blockDim.x) {
+    if (at == nullptr) {
+      counts[c] = c < chunks ? cut.run(c, {}, false) : TileCounts{};
+    } else if (c < chunks) {
+      cut.run(c, at[c], true);
+    } else {
+      cut.tiles[at[chunks].tiles] = Tile{cut.unit_first[cut.blocks], 0, 0, no_split};
+    }
+  }
+}
+
+// The units of each leaf (in output-block order), a thread per leaf.
+template <class V>
+__global__ void write_units(const NodeItem* items, const std::uint32_t* n, const std::uint32_t* order,
+                            const std::uint32_t* sorted_blocks, const std::uint32_t* unit_at,
+                            const std::uint32_t* tile_start, std::uint32_t leaves, bool by_col, std::uint32_t log2d,
+                            TileUnit* units) {
+  for (std::uint64_t k = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; k < leaves; k += std::uint64_t{gridDim.x} * blockDim.x) {
+    const NodeItem it = items[order[k]];
+    const std::uint32_t cnt = n[order[k]], b = sorted_blocks[k];
+    const NodeType type = ref_type(it.ref);
+    const std::uint32_t value_offset =
+        type == NodeType::dense ? dense_mask_bytes(log2d) : coo_layout(type, cnt, sizeof(V)).value_offset;
+    const auto in_block = static_cast<std::uint32_t>(by_col ? it.brow : it.bcol);
+    const auto out = static_cast<std::uint16_t>(b - tile_start[b]);
+    TileUnit* u = units + unit_at[k];
+    for (std::uint32_t s = 0; s * tile_unit_entries < cnt; ++s)
+      u[s] = TileUnit{it.ref, static_cast<std::uint16_t>(s), static_cast<std::uint16_t>(value_offset / 4), in_block,
+                      static_cast<std::uint16_t>(min(tile_unit_entries, cnt - s * tile_unit_entries)), out};
+  }
+}
+
+inline unsigned grid_of(std::uint64_t count) {
+  return static_cast<unsigned>(std::clamp<std::uint64_t>((count + 255) / 256, 1, 4096));
+}
+
+inline void launched(const char* what) { cuda_check(cudaGetLastError(), what); }
+
+// Work memory of one call, carved from one allocation (cudaFree synchronizes:
+// one of them, not a dozen).
+class Scratch {
+ public:
+  explicit Scratch(std::size_t bytes) : mem_(std::max<std::size_t>(bytes, 1)) {}
+  template <class T>
+  T* take(std::uint64_t count) {
+    const std::size_t at = used_;
+    used_ += (std::max<std::uint64_t>(count, 1) * sizeof(T) + 255) / 256 * 256;
+    return reinterpret_cast<T*>(static_cast<std::byte*>(mem_.get()) + at);
+  }
+  static constexpr std::size_t size_of(std::uint64_t count, std::size_t elem) {
+    return (std::max<std::uint64_t>(count, 1) * elem + 255) / 256 * 256;
+  }
+
+ private:
+  DeviceBytes mem_;
+  std::size_t used_ = 0;
+};
 
 }  // namespace tile_detail
 
@@ -78,9 +233,9 @@ inline bool tiles_fit(std::uint64_t rows, std::uint64_t cols, std::uint32_t log2
 
 // The recorded items of the standard bins, back to back: [0, first_chunked)
 // are whole leaves (COO1 and small), the rest large and dense items. Both
-// orientations' plans from one download, unless the leaves fill their units
-// with fewer than `min_fill` entries on average (then nothing is built and
-// the result is false). Synchronizes `stream`.
+// orientations' plans, unless the leaves fill their units with fewer than
+// `min_fill` entries on average (then nothing is built and the result is
+// false). Synchronizes `stream`.
 template <class V>
 bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t count, std::uint64_t first_chunked,
                 std::uint64_t rows, std::uint64_t cols, std::uint32_t log2d, std::uint32_t tile_units,
@@ -89,123 +244,122 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
   using clock = std::chrono::steady_clock;
   const auto ms = [](clock::time_point from) { return std::chrono::duration<double, std::milli>(clock::now() - from).count(); };
   const auto t0 = clock::now();
-  std::string phases;
-  std::vector<NodeItem> host_items(count);
-  std::vector<std::uint32_t> n(count);
-  if (count > 0) {
-    DeviceBytes counts(count * sizeof(std::uint32_t));
-    const auto grid = static_cast<unsigned>(std::clamp<std::uint64_t>((count + 255) / 256, 1, 4096));
-    leaf_counts<<<grid, 256, 0, stream>>>(items, count, first_chunked, pool, log2d, counts.as<std::uint32_t>());
-    cuda_check(cudaGetLastError(), "launch of leaf_counts (SpMV tiles)");
-    cuda_check(cudaMemcpyAsync(n.data(), counts.get(), count * sizeof(std::uint32_t), cudaMemcpyDeviceToHost, stream),
-               "cudaMemcpyAsync(SpMV leaf counts)");
-    cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(SpMV tiles)");
-  }
-  std::uint64_t entries = 0, unit_total = 0;
-  for (const std::uint32_t k : n) {
-    entries += k;
-    unit_total += units_of(k);
-  }
-  phases += "counts " + std::to_string(ms(t0));
-  if (entries < std::uint64_t{min_fill} * unit_total) return false;
-  if (count > 0) {
-    cuda_check(cudaMemcpyAsync(host_items.data(), items, count * sizeof(NodeItem), cudaMemcpyDeviceToHost, stream),
-               "cudaMemcpyAsync(SpMV leaves)");
-    cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(SpMV leaves)");
-  }
-  phases += ", items " + std::to_string(ms(t0));
+  if (count >= (std::uint64_t{1} << 32)) return false;  // leaf indices are 32-bit
+  const auto n_items = static_cast<std::uint32_t>(count);
   const std::uint32_t d = 1u << log2d;
+  const std::uint32_t max_blocks = std::max(1u, tile_max_outputs >> log2d);
+  static_assert(chunk_blocks >= tile_max_outputs / 2, "a run holds a tile's most blocks (d = 2)");
+  const auto blocks_of = [&](int o) { return static_cast<std::uint32_t>(((o == 0 ? rows : cols) + d - 1) >> log2d); };
+  const std::uint32_t most_blocks = std::max(blocks_of(0), blocks_of(1));
+  const std::uint32_t most_chunks = (most_blocks + chunk_blocks - 1) / chunk_blocks;
+  // Sort temporaries: the larger of the two orientations' needs.
+  std::size_t sort_bytes = 0;
   for (int o = 0; o < 2; ++o) {
-    const std::uint64_t extent = o == 0 ? rows : cols;
-    const auto blocks = static_cast<std::uint32_t>((extent + d - 1) >> log2d);
-    // Leaves by output block, stable (a counting sort).
-    // A block's weight: its units, one warp step each whatever their size
-    // (a circuit's dense line of one-entry leaves costs a step per entry).
-    std::vector<std::uint32_t> first(std::uint64_t{blocks} + 1, 0);
-    std::vector<std::uint64_t> block_units(blocks, 0);
-    auto out_of = [&](const NodeItem& it) { return static_cast<std::uint32_t>(o == 0 ? it.brow : it.bcol); };
-    for (std::uint64_t i = 0; i < count; ++i) {
-      if (n[i] == 0) continue;
-      const std::uint32_t block = out_of(host_items[i]);
-      ++first[block + 1];
-      block_units[block] += units_of(n[i]);
-    }
-    for (std::uint32_t b = 0; b < blocks; ++b) first[b + 1] += first[b];
-    std::vector<std::uint64_t> order(first[blocks]);
-    {
-      std::vector<std::uint32_t> next(first.begin(), first.end() - 1);
-      for (std::uint64_t i = 0; i < count; ++i)
-        if (n[i] > 0) order[next[out_of(host_items[i])]++] = i;
-    }
-    phases += ", sorted " + std::to_string(ms(t0));
-    // Units of a block's leaves, appended with their output block `out`
-    // inside the tile.
-    std::vector<TileUnit> units;
-    units.reserve(std::accumulate(block_units.begin(), block_units.end(), std::uint64_t{0}));
-    auto add_units = [&](std::uint32_t block, std::uint16_t out) {
-      for (std::uint64_t k = first[block]; k < first[block + 1]; ++k) {
-        const NodeItem& it = host_items[order[k]];
-        const std::uint32_t cnt = n[order[k]];
-        const NodeType type = ref_type(it.ref);
-        const std::uint32_t value_offset = type == NodeType::dense ? dense_mask_bytes(log2d)
-                                                                   : coo_layout(type, cnt, sizeof(V)).value_offset;
-        const auto in_block = static_cast<std::uint32_t>(o == 0 ? it.bcol : it.brow);
-        for (std::uint32_t s = 0; s * tile_unit_entries < cnt; ++s)
-          units.push_back(TileUnit{it.ref, static_cast<std::uint16_t>(s), static_cast<std::uint16_t>(value_offset / 4),
-                                   in_block, static_cast<std::uint16_t>(std::min(tile_unit_entries, cnt - s * tile_unit_entries)),
-                                   out});
-      }
-    };
-    std::vector<Tile> tiles;
-    std::vector<SplitGroup> groups;
-    std::uint32_t split_tiles = 0, slots = 0;
-    const std::uint32_t max_blocks = std::max(1u, tile_max_outputs >> log2d);
-    std::uint32_t b = 0;
-    while (b < blocks) {
-      if (block_units[b] > tile_units) {
-        // A heavy block: its units cut evenly over `parts` tiles.
-        const auto begin = static_cast<std::uint32_t>(units.size());
-        add_units(b, 0);
-        const auto unit_count = static_cast<std::uint32_t>(units.size()) - begin;
-        const std::uint32_t parts = static_cast<std::uint32_t>(
-            std::min<std::uint64_t>((block_units[b] + tile_units - 1) / tile_units, unit_count));
-        groups.push_back(SplitGroup{parts, static_cast<std::uint32_t>(tiles.size()), slots, 0});
-        slots += parts <= split_slots_max ? parts : 1;
-        for (std::uint32_t p = 0; p < parts; ++p)
-          tiles.push_back(Tile{begin + static_cast<std::uint32_t>(std::uint64_t{unit_count} * p / parts), b, 1,
-                               static_cast<std::uint32_t>(groups.size() - 1)});
-        split_tiles += parts;
-        ++b;
-        continue;
-      }
-      Tile t{static_cast<std::uint32_t>(units.size()), b, 0, no_split};
-      std::uint64_t sum = 0;
-      while (b < blocks && t.blocks < max_blocks && block_units[b] <= tile_units && sum + block_units[b] <= tile_units) {
-        sum += block_units[b];
-        add_units(b, static_cast<std::uint16_t>(t.blocks));
-        ++t.blocks;
-        ++b;
-      }
-      tiles.push_back(t);
-    }
-    if (units.size() >= (std::uint64_t{1} << 32) || tiles.size() >= (std::uint64_t{1} << 31))
-      throw LimitError("spmv: the plan needs more than 2^32 units or 2^31 tiles");
-    phases += ", built " + std::to_string(ms(t0));
-    TilePlan<V>& p = out[o];
-    p.tile_count = tiles.size();
-    p.split_tiles = split_tiles;
-    tiles.push_back(Tile{static_cast<std::uint32_t>(units.size()), 0, 0, no_split});
-    p.tiles = upload(tiles, stream);
-    p.units = upload(units, stream);
-    p.groups = upload(groups, stream);
-    p.arrivals = DeviceBytes(std::max<std::size_t>(groups.size(), 1) * sizeof(unsigned));
-    cuda_check(cudaMemsetAsync(p.arrivals.get(), 0, p.arrivals.size(), stream), "cudaMemsetAsync(SpMV tile arrivals)");
-    p.sums = DeviceBytes(std::max<std::size_t>(std::uint64_t{slots} << log2d, 1) * sizeof(V));
-    cuda_check(cudaMemsetAsync(p.sums.get(), 0, p.sums.size(), stream), "cudaMemsetAsync(SpMV tile sums)");
-    // The host vectors die on return: the uploads must be done.
-    cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(SpMV tiles)");
-    phases += ", uploaded " + std::to_string(ms(t0));
+    std::size_t b = 0;
+    cuda_check(cub::DeviceRadixSort::SortPairs(nullptr, b, static_cast<const std::uint32_t*>(nullptr),
+                                               static_cast<std::uint32_t*>(nullptr), static_cast<const std::uint32_t*>(nullptr),
+                                               static_cast<std::uint32_t*>(nullptr), n_items, 0,
+                                               std::max(1, static_cast<int>(std::bit_width(blocks_of(o)))), stream),
+               "cub::DeviceRadixSort::SortPairs (size, SpMV tiles)");
+    sort_bytes = std::max(sort_bytes, b);
   }
+  std::size_t scan_bytes = 0, cut_scan_bytes = 0;
+  const std::uint64_t longest = std::max<std::uint64_t>(n_items, most_blocks + 1);
+  cuda_check(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, static_cast<const std::uint32_t*>(nullptr),
+                                           static_cast<std::uint32_t*>(nullptr), longest, stream),
+             "cub::DeviceScan::ExclusiveSum (size, SpMV tiles)");
+  cuda_check(cub::DeviceScan::ExclusiveScan(nullptr, cut_scan_bytes, static_cast<const TileCounts*>(nullptr),
+                                            static_cast<TileCounts*>(nullptr), AddCounts{}, TileCounts{},
+                                            most_chunks + 1, stream),
+             "cub::DeviceScan::ExclusiveScan (size, SpMV tiles)");
+  const std::size_t temp_bytes = std::max({sort_bytes, scan_bytes, cut_scan_bytes});
+  const std::size_t u32 = sizeof(std::uint32_t);
+  Scratch scratch(Scratch::size_of(1, sizeof(LeafTotals)) + 5 * Scratch::size_of(n_items, u32) +
+                  3 * Scratch::size_of(most_blocks + 1, u32) + 2 * Scratch::size_of(most_chunks + 1, sizeof(TileCounts)) +
+                  Scratch::size_of(temp_bytes, 1));
+  auto* totals = scratch.take<LeafTotals>(1);
+  auto* n = scratch.take<std::uint32_t>(n_items);
+  auto* keys = scratch.take<std::uint32_t>(n_items);
+  auto* sorted_keys = scratch.take<std::uint32_t>(n_items);
+  auto* index = scratch.take<std::uint32_t>(n_items);
+  auto* order = scratch.take<std::uint32_t>(n_items);
+  auto* block_units = scratch.take<std::uint32_t>(most_blocks + 1);
+  auto* unit_first = scratch.take<std::uint32_t>(most_blocks + 1);
+  auto* tile_start = scratch.take<std::uint32_t>(most_blocks + 1);
+  auto* counts = scratch.take<TileCounts>(most_chunks + 1);
+  auto* at = scratch.take<TileCounts>(most_chunks + 1);
+  void* temp = scratch.take<std::byte>(temp_bytes);
+  auto* unit_at = keys;  // keys and index are dead once sorted
+
+  LeafTotals total{0, 0, 0};
+  cuda_check(cudaMemsetAsync(totals, 0, sizeof(LeafTotals), stream), "cudaMemsetAsync(SpMV tile totals)");
+  if (n_items > 0) {
+    leaf_counts<<<grid_of(n_items), 256, 0, stream>>>(items, n_items, static_cast<std::uint32_t>(first_chunked), pool,
+                                                       log2d, n, totals);
+    launched("launch of leaf_counts (SpMV tiles)");
+  }
+  cuda_check(cudaMemcpyAsync(&total, totals, sizeof(total), cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync(SpMV tile totals)");
+  cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(SpMV tiles)");
+  std::string phases = "counts " + std::to_string(ms(t0));
+  if (total.entries < std::uint64_t{min_fill} * total.units) return false;
+  if (total.units >= (std::uint64_t{1} << 32)) throw LimitError("spmv: the plan needs more than 2^32 units");
+  const auto leaves = static_cast<std::uint32_t>(total.leaves);
+
+  for (int o = 0; o < 2; ++o) {
+    const std::uint32_t blocks = blocks_of(o);
+    const std::uint32_t chunks = (blocks + chunk_blocks - 1) / chunk_blocks;
+    const bool by_col = o == 1;
+    cuda_check(cudaMemsetAsync(block_units, 0, (std::uint64_t{blocks} + 1) * u32, stream),
+               "cudaMemsetAsync(SpMV block units)");
+    if (n_items > 0) {
+      block_keys<<<grid_of(n_items), 256, 0, stream>>>(items, n, n_items, by_col, blocks, keys, index, block_units);
+      launched("launch of block_keys (SpMV tiles)");
+      std::size_t bytes = temp_bytes;
+      cuda_check(cub::DeviceRadixSort::SortPairs(temp, bytes, keys, sorted_keys, index, order, n_items, 0,
+                                                 std::max(1, static_cast<int>(std::bit_width(blocks))), stream),
+                 "cub::DeviceRadixSort::SortPairs (SpMV tiles)");
+      leaf_units<<<grid_of(leaves), 256, 0, stream>>>(order, n, leaves, index);
+      launched("launch of leaf_units (SpMV tiles)");
+      bytes = temp_bytes;
+      cuda_check(cub::DeviceScan::ExclusiveSum(temp, bytes, index, unit_at, leaves, stream),
+                 "cub::DeviceScan::ExclusiveSum (SpMV leaf units)");
+    }
+    std::size_t bytes = temp_bytes;
+    cuda_check(cub::DeviceScan::ExclusiveSum(temp, bytes, block_units, unit_first, blocks + 1, stream),
+               "cub::DeviceScan::ExclusiveSum (SpMV block units)");
+    TileCut cut{block_units, unit_first, blocks, tile_units, max_blocks, nullptr, nullptr, tile_start};
+    cut_tiles<<<grid_of(chunks + 1), 256, 0, stream>>>(cut, chunks, counts, nullptr);
+    launched("launch of cut_tiles (SpMV tiles, counts)");
+    bytes = temp_bytes;
+    cuda_check(cub::DeviceScan::ExclusiveScan(temp, bytes, counts, at, AddCounts{}, TileCounts{}, chunks + 1, stream),
+               "cub::DeviceScan::ExclusiveScan (SpMV tile counts)");
+    TileCounts sizes{};
+    cuda_check(cudaMemcpyAsync(&sizes, at + chunks, sizeof(sizes), cudaMemcpyDeviceToHost, stream),
+               "cudaMemcpyAsync(SpMV tile counts)");
+    cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(SpMV tile counts)");
+    if (sizes.tiles >= (1u << 31)) throw LimitError("spmv: the plan needs more than 2^31 tiles");
+    TilePlan<V>& p = out[o];
+    p.tile_count = sizes.tiles;
+    p.split_tiles = sizes.split_tiles;
+    p.tiles = DeviceBytes((std::uint64_t{sizes.tiles} + 1) * sizeof(Tile));
+    p.units = DeviceBytes(std::max<std::uint64_t>(total.units, 1) * sizeof(TileUnit));
+    p.groups = DeviceBytes(std::max<std::uint64_t>(sizes.groups, 1) * sizeof(SplitGroup));
+    p.arrivals = DeviceBytes(std::max<std::uint64_t>(sizes.groups, 1) * sizeof(unsigned));
+    p.sums = DeviceBytes(std::max<std::uint64_t>(std::uint64_t{sizes.slots} << log2d, 1) * sizeof(V));
+    cut.tiles = p.tiles.template as<Tile>();
+    cut.groups = p.groups.template as<SplitGroup>();
+    cut_tiles<<<grid_of(chunks + 1), 256, 0, stream>>>(cut, chunks, nullptr, at);
+    launched("launch of cut_tiles (SpMV tiles)");
+    if (leaves > 0) {
+      write_units<V><<<grid_of(leaves), 256, 0, stream>>>(items, n, order, sorted_keys, unit_at, tile_start, leaves,
+                                                          by_col, log2d, p.units.template as<TileUnit>());
+      launched("launch of write_units (SpMV tiles)");
+    }
+    cuda_check(cudaMemsetAsync(p.arrivals.get(), 0, p.arrivals.size(), stream), "cudaMemsetAsync(SpMV tile arrivals)");
+    cuda_check(cudaMemsetAsync(p.sums.get(), 0, p.sums.size(), stream), "cudaMemsetAsync(SpMV tile sums)");
+    phases += ", orientation " + std::to_string(o) + " " + std::to_string(ms(t0));
+  }
+  cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(SpMV tiles)");  // the scratch dies on return
   if (runtime::log::enabled(runtime::log::Level::debug))
     runtime::log::debug("spmv tiles (" + std::to_string(count) + " leaf items), ms since start: " + phases);
   return true;
