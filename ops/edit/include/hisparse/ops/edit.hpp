@@ -1,0 +1,92 @@
+#pragma once
+// Editing a matrix: insert, update (set or add to a value) and remove entries,
+// in batches or one at a time (issue 16, docs/ops.md "Editing").
+//
+// An edit rewrites only the nodes on the paths its entries touch: every other
+// node keeps its encoding and is copied as it is (a leaf, a COOW node) or with
+// its child references moved (an inner node), never decoded and re-encoded.
+// Node types are chosen again by the builder's rule where a node changes (a
+// sparse leaf that grows past the dense threshold turns dense and back, a
+// level depth-2 sub-tree becomes a COOW node or stops being one, an emptied
+// node disappears, up to the root), so the result is always the pool the
+// builder makes from the same entries, byte for byte, and passes the
+// validator.
+//
+// The original matrix is never changed: an edit returns a new matrix (the
+// old one stays valid, and so does every matrix sharing its content). Its
+// pool is a new allocation: untouched sub-trees are copied, not shared
+// (sharing them between versions is issue 16's next step).
+#include <cstdint>
+
+#include "hisparse/formats/coo.hpp"
+#include "hisparse/formats/matrix.hpp"
+
+namespace hisparse::ops {
+
+// set:    each listed entry takes the listed value, inserted where absent;
+//         of duplicate positions the last one counts.
+// add:    the listed value is added to the entry, inserted where absent;
+//         duplicate positions are summed in input order.
+// remove: the listed positions are removed (values ignored; absent ones
+//         ignored).
+enum class EditMode { set, add, remove };
+
+const char* to_string(EditMode m);
+// "set", "add" or "remove"; anything else throws hisparse::Error.
+EditMode parse_edit_mode(const char* s);
+
+struct EditStats {
+  std::uint64_t inserted = 0;  // positions that were absent
+  std::uint64_t updated = 0;   // positions that were present (set or add)
+  std::uint64_t removed = 0;   // positions that were present and are gone
+  std::uint64_t nodes_rewritten = 0;  // nodes encoded again (new content or type)
+  std::uint64_t nodes_copied = 0;     // leaves and COOW nodes copied as they are
+  std::uint64_t nodes_moved = 0;      // untouched inner nodes written with moved child references
+  std::uint64_t bytes_copied = 0;     // bytes of the copied leaves and COOW nodes
+};
+
+// op(A) edited by `updates`, whose positions are logical (those of op(A))
+// and whose dimensions must be op(A)'s. A transposed matrix stays transposed
+// (positions are mapped to its content). A matrix whose scale is not 1 is
+// materialized first for set and add (its values multiplied once, the
+// result's scale 1: a value set must read back exactly); remove keeps the
+// state. Node size and format (wide or standard) are A's.
+// Errors (hisparse::Error, nothing changed): dimensions that differ, an
+// entry outside the matrix (its index and position named), array lengths
+// that differ; a result over the pool limit is a LimitError.
+template <class V>
+Matrix<V> edit(const Matrix<V>& a, const Coo<V>& updates, EditMode mode, EditStats* stats = nullptr);
+
+// One entry: op(A) with a(row, col) = value, += value, or removed.
+template <class V>
+Matrix<V> set_entry(const Matrix<V>& a, index_t row, index_t col, V value) {
+  Coo<V> u;
+  u.rows = a.rows();
+  u.cols = a.cols();
+  u.push(row, col, value);
+  return edit(a, u, EditMode::set);
+}
+template <class V>
+Matrix<V> add_to_entry(const Matrix<V>& a, index_t row, index_t col, V value) {
+  Coo<V> u;
+  u.rows = a.rows();
+  u.cols = a.cols();
+  u.push(row, col, value);
+  return edit(a, u, EditMode::add);
+}
+template <class V>
+Matrix<V> remove_entry(const Matrix<V>& a, index_t row, index_t col) {
+  Coo<V> u;
+  u.rows = a.rows();
+  u.cols = a.cols();
+  u.push(row, col, V(0));
+  return edit(a, u, EditMode::remove);
+}
+
+// The specification: every entry of A in an ordered map, the updates applied
+// one after the other, the result built again by the builder (same node size
+// and format; the same state rules as edit). edit must equal it byte for byte.
+template <class V>
+Matrix<V> edit_reference(const Matrix<V>& a, const Coo<V>& updates, EditMode mode);
+
+}  // namespace hisparse::ops

@@ -1,0 +1,349 @@
+// Host edits against a std::map model: after every step the validator passes,
+// the entries are the model's, and the pool is the builder's for the model's
+// entries byte for byte (and the reference edit's).
+#include <gtest/gtest.h>
+
+#include <complex>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "hisparse/formats/builder.hpp"
+#include "hisparse/formats/matrix_market.hpp"
+#include "hisparse/formats/validate.hpp"
+#include "hisparse/ops/edit.hpp"
+#include "support/matrices_dir.hpp"
+#include "support/random_matrix.hpp"
+#include "support/test_seed.hpp"
+
+using namespace hisparse;
+using namespace hisparse::testing;
+using ops::EditMode;
+
+namespace {
+
+template <class V>
+using Model = std::map<std::pair<index_t, index_t>, V>;
+
+template <class V>
+Coo<V> coo_of(const Model<V>& m, index_t rows, index_t cols) {
+  Coo<V> c;
+  c.rows = rows;
+  c.cols = cols;
+  for (const auto& [at, v] : m) c.push(at.first, at.second, v);
+  return c;
+}
+
+template <class V>
+void apply(Model<V>& m, const Coo<V>& u, EditMode mode) {
+  for (std::size_t i = 0; i < u.nnz(); ++i) {
+    const std::pair at{u.row[i], u.col[i]};
+    if (mode == EditMode::remove) m.erase(at);
+    else if (mode == EditMode::set) m[at] = u.val[i];
+    else if (auto [it, fresh] = m.try_emplace(at, u.val[i]); !fresh) it->second += u.val[i];
+  }
+}
+
+template <class V>
+std::vector<std::byte> bytes_of(const Matrix<V>& a) {
+  const auto* p = a.content().pool.data();
+  return {p, p + a.pool_bytes()};
+}
+
+// Same pool bytes, nnz and state.
+template <class V>
+::testing::AssertionResult same_matrix(const Matrix<V>& got, const Matrix<V>& want) {
+  if (got.nnz() != want.nnz())
+    return ::testing::AssertionFailure() << "nnz " << got.nnz() << " != " << want.nnz();
+  if (got.pool_bytes() != want.pool_bytes())
+    return ::testing::AssertionFailure() << "pool " << got.pool_bytes() << " != " << want.pool_bytes() << " bytes";
+  if (std::memcmp(got.content().pool.data(), want.content().pool.data(), got.pool_bytes()) != 0)
+    return ::testing::AssertionFailure() << "pools of " << got.pool_bytes() << " bytes differ";
+  if (got.transposed() != want.transposed() || got.scale() != want.scale())
+    return ::testing::AssertionFailure() << "states differ";
+  return ::testing::AssertionSuccess();
+}
+
+// A batch of k updates: about half on present positions, with duplicates.
+template <class V>
+Coo<V> random_batch(const Model<V>& m, index_t rows, index_t cols, std::size_t k, std::mt19937_64& rng) {
+  Coo<V> u;
+  u.rows = rows;
+  u.cols = cols;
+  std::vector<std::pair<index_t, index_t>> present;
+  for (const auto& e : m) present.push_back(e.first);
+  std::uniform_int_distribution<index_t> r(0, rows - 1), c(0, cols - 1);
+  for (std::size_t i = 0; i < k; ++i) {
+    if (!present.empty() && rng() % 2) {
+      const auto& at = present[rng() % present.size()];
+      u.push(at.first, at.second, random_value<V>(rng));
+    } else {
+      u.push(r(rng), c(rng), random_value<V>(rng));
+    }
+    if (rng() % 8 == 0) u.push(u.row.back(), u.col.back(), random_value<V>(rng));  // a duplicate
+  }
+  return u;
+}
+
+// Every position of the block of `extent` rows and columns at (r0, c0), clipped.
+template <class V>
+Coo<V> block_batch(index_t rows, index_t cols, index_t r0, index_t c0, index_t extent, std::mt19937_64& rng) {
+  Coo<V> u;
+  u.rows = rows;
+  u.cols = cols;
+  for (index_t i = r0; i < std::min(rows, r0 + extent); ++i)
+    for (index_t j = c0; j < std::min(cols, c0 + extent); ++j) u.push(i, j, random_value<V>(rng));
+  return u;
+}
+
+template <class V>
+void check_step(const Matrix<V>& before, const std::vector<std::byte>& before_bytes, const Coo<V>& u, EditMode mode,
+                Model<V>& model, Matrix<V>& a, const BuildOptions& o) {
+  ops::EditStats stats;
+  const Matrix<V> got = ops::edit(before, u, mode, &stats);
+  apply(model, u, mode);
+  validate(got.content());
+  const Coo<V> want_coo = coo_of(model, before.rows(), before.cols());
+  const Matrix<V> fresh = build_matrix(want_coo, o);
+  ASSERT_TRUE(same_matrix(got, fresh)) << ops::to_string(mode) << " of " << u.nnz() << " updates";
+  ASSERT_TRUE(same_matrix(got, ops::edit_reference(before, u, mode)));
+  ASSERT_EQ(bytes_of(before), before_bytes) << "the original changed";
+  ASSERT_EQ(stats.inserted + before.nnz() - stats.removed, got.nnz());
+  a = got;
+}
+
+template <class V>
+void random_sequences(std::uint32_t d, bool wide, index_t rows, index_t cols, std::mt19937_64& rng) {
+  const BuildOptions o{d, wide};
+  Model<V> model;
+  {
+    Coo<V> start = random_coo<V>(rows, cols, 1500, rng);
+    const Coo<V> dense = clustered_coo<V>(rows, cols, 3, 2 * d, 0.8, rng);
+    for (std::size_t i = 0; i < dense.nnz(); ++i) start.push(dense.row[i], dense.col[i], dense.val[i]);
+    apply(model, start, EditMode::add);
+  }
+  Matrix<V> a = build_matrix(coo_of(model, rows, cols), o);
+  const index_t wide_extent = std::min<index_t>(std::uint64_t{d} * d, 4096);
+  for (int step = 0; step < 14; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    const std::vector<std::byte> before_bytes = bytes_of(a);
+    const Matrix<V> before = a;
+    std::uniform_int_distribution<index_t> r(0, rows - 1), c(0, cols - 1);
+    Coo<V> u;
+    EditMode mode = static_cast<EditMode>(rng() % 3);
+    switch (step % 7) {
+      case 0: case 1: u = random_batch(model, rows, cols, 1 + rng() % 400, rng); break;
+      case 2: {  // a whole leaf block: grows it dense (set, add) or empties it (remove)
+        const index_t r0 = r(rng) / d * d, c0 = c(rng) / d * d;
+        u = block_batch<V>(rows, cols, r0, c0, d, rng);
+        break;
+      }
+      case 3: {  // a block of d^2 x d^2 (clipped) emptied: sub-trees disappear
+        const index_t e = wide_extent, r0 = r(rng) / e * e, c0 = c(rng) / e * e;
+        u.rows = rows;
+        u.cols = cols;
+        for (const auto& [at, v] : model)
+          if (at.first >= r0 && at.first < r0 + e && at.second >= c0 && at.second < c0 + e) u.push(at.first, at.second, v);
+        mode = EditMode::remove;
+        break;
+      }
+      case 4: {  // scattered entries in one d^2 x d^2 block: COOW nodes come and go
+        const index_t e = wide_extent, r0 = r(rng) / e * e, c0 = c(rng) / e * e;
+        u.rows = rows;
+        u.cols = cols;
+        std::uniform_int_distribution<index_t> off(0, e - 1);
+        for (int i = 0; i < 200; ++i) {
+          const index_t ri = r0 + off(rng), ci = c0 + off(rng);
+          if (ri < rows && ci < cols) u.push(ri, ci, random_value<V>(rng));
+        }
+        break;
+      }
+      case 5: u = random_batch(model, rows, cols, 1, rng); break;  // one entry
+      default: {  // everything (remove), or nothing
+        u = coo_of(model, rows, cols);
+        if (rng() % 2) u = Coo<V>{rows, cols, {}, {}, {}};
+        else mode = EditMode::remove;
+      }
+    }
+    check_step(before, before_bytes, u, mode, model, a, o);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+}  // namespace
+
+TEST(Edit, RandomSequencesMatchModelAndFreshBuild) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  for (const std::uint32_t d : {2u, 4u, 16u, 128u, 256u}) {
+    for (const bool wide : {true, false}) {
+      SCOPED_TRACE("d " + std::to_string(d) + (wide ? " wide" : " standard"));
+      // Deep enough for inner levels at every node size.
+      const index_t rows = d >= 128 ? 70000 : 3000, cols = d >= 128 ? 900 : 2500;
+      random_sequences<float>(d, wide, rows, cols, rng);
+      if (HasFatalFailure()) return;
+      random_sequences<double>(d, wide, cols, rows, rng);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+TEST(Edit, ComplexValues) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  using C = std::complex<double>;
+  random_sequences<C>(8, true, 700, 500, rng);
+}
+
+TEST(Edit, SingleEntriesFromEmptyToEmpty) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const index_t n = 300;
+  const BuildOptions o{4, true};
+  Matrix<float> a = build_matrix(Coo<float>{n, n, {}, {}, {}}, o);
+  Model<float> model;
+  std::uniform_int_distribution<index_t> pos(0, n - 1);
+  for (int i = 0; i < 400; ++i) {
+    const index_t r = pos(rng) % 40, c = pos(rng);
+    const float v = random_value<float>(rng);
+    if (i % 3 == 2) {
+      a = ops::add_to_entry(a, r, c, v);
+      model[{r, c}] += v;
+    } else {
+      a = ops::set_entry(a, r, c, v);
+      model[{r, c}] = v;
+    }
+  }
+  ASSERT_TRUE(same_matrix(a, build_matrix(coo_of(model, n, n), o)));
+  std::vector<std::pair<index_t, index_t>> present;
+  for (const auto& e : model) present.push_back(e.first);
+  std::shuffle(present.begin(), present.end(), rng);
+  for (std::size_t i = 0; i < present.size(); ++i) {
+    a = ops::remove_entry(a, present[i].first, present[i].second);
+    model.erase(present[i]);
+    if (i % 25 == 0 || i + 1 == present.size()) {
+      validate(a.content());
+      ASSERT_TRUE(same_matrix(a, build_matrix(coo_of(model, n, n), o))) << "after " << i + 1 << " removals";
+    }
+  }
+  EXPECT_EQ(a.nnz(), 0u);
+  EXPECT_EQ(a.content().root(), null_ref);
+  // Removing what is absent changes nothing.
+  EXPECT_TRUE(same_matrix(ops::remove_entry(a, 3, 4), a));
+}
+
+TEST(Edit, SharedMatrices) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  int done = 0;
+  for (const auto& e : std::filesystem::directory_iterator(matrices_dir())) {
+    if (e.path().extension() != ".mtx" || e.path().stem() == "block_2000") continue;
+    if (read_matrix_market_header(e.path()).field == MmField::complex) continue;
+    SCOPED_TRACE(e.path().filename().string());
+    const Coo<double> coo = read_matrix_market<double>(e.path());
+    Model<double> model;
+    apply(model, coo, EditMode::add);
+    for (const BuildOptions o : {BuildOptions{}, BuildOptions{16, false}}) {
+      const Matrix<double> a = build_matrix(coo, o);
+      for (const EditMode mode : {EditMode::set, EditMode::add, EditMode::remove}) {
+        const Coo<double> u = random_batch(model, coo.rows, coo.cols, std::max<std::size_t>(1, coo.nnz() / 100), rng);
+        ops::EditStats stats;
+        const Matrix<double> got = ops::edit(a, u, mode, &stats);
+        validate(got.content());
+        Model<double> m = model;
+        apply(m, u, mode);
+        ASSERT_TRUE(same_matrix(got, build_matrix(coo_of(m, coo.rows, coo.cols), o))) << ops::to_string(mode);
+        EXPECT_EQ(stats.inserted + a.nnz() - stats.removed, got.nnz());
+      }
+    }
+    ++done;
+  }
+  EXPECT_GE(done, 19);
+}
+
+TEST(Edit, TransposedAndScaledMatrices) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const Coo<double> coo = random_coo<double>(400, 250, 3000, rng);
+  const Matrix<double> plain = build_matrix(coo, 16);
+  // Transposed: positions are op(A)'s, the result stays transposed.
+  const Matrix<double> t = plain.transpose();
+  Coo<double> u = random_coo<double>(250, 400, 100, rng);
+  for (const EditMode mode : {EditMode::set, EditMode::add, EditMode::remove}) {
+    const Matrix<double> got = ops::edit(t, u, mode);
+    EXPECT_TRUE(got.transposed());
+    EXPECT_EQ(got.rows(), 250u);
+    Model<double> m;
+    const Coo<double> logical = to_coo(t);
+    apply(m, logical, EditMode::set);
+    apply(m, u, mode);
+    const Coo<double> want = coo_of(m, 250, 400), have = to_coo(got);
+    EXPECT_EQ(have.row, want.row);
+    EXPECT_EQ(have.col, want.col);
+    EXPECT_EQ(have.val, want.val);
+    EXPECT_TRUE(same_matrix(got, ops::edit_reference(t, u, mode)));
+  }
+  // Scaled: a set value reads back exactly; remove keeps the state.
+  const Matrix<double> s = plain.scaled(3.0).transpose();
+  const Matrix<double> set = ops::set_entry(s, 7, 9, 0.1);
+  EXPECT_EQ(set.scale(), 1.0);
+  const Coo<double> sc = to_coo(set);
+  bool found = false;
+  for (std::size_t i = 0; i < sc.nnz(); ++i)
+    if (sc.row[i] == 7 && sc.col[i] == 9) found = sc.val[i] == 0.1;
+  EXPECT_TRUE(found);
+  EXPECT_TRUE(same_matrix(set, ops::edit_reference(s, Coo<double>{250, 400, {7}, {9}, {0.1}}, EditMode::set)));
+  const Matrix<double> removed = ops::remove_entry(s, coo.col[0], coo.row[0]);
+  EXPECT_EQ(removed.scale(), 3.0);
+  EXPECT_TRUE(removed.transposed());
+}
+
+TEST(Edit, BadEditsAreRefused) {
+  const Matrix<float> a = build_matrix(Coo<float>{50, 40, {1, 2}, {3, 4}, {1.0f, 2.0f}}, 4);
+  const std::vector<std::byte> before = bytes_of(a);
+  const auto message = [&](const Coo<float>& u) {
+    try {
+      (void)ops::edit(a, u, EditMode::set);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message(Coo<float>{40, 50, {1}, {1}, {1.0f}}).find("the updates are 40 x 50, the matrix 50 x 40"),
+            std::string::npos);
+  EXPECT_NE(message(Coo<float>{50, 40, {1, 49, 50}, {1, 39, 0}, {1.0f, 2.0f, 3.0f}})
+                .find("update 2 at (50, 0) lies outside the 50 x 40 matrix"),
+            std::string::npos);
+  EXPECT_NE(message(Coo<float>{50, 40, {1, 2}, {1}, {1.0f, 2.0f}}).find("differ in length"), std::string::npos);
+  // A transposed matrix checks against its logical dimensions.
+  EXPECT_THROW((void)ops::set_entry(a.transpose(), 45, 1, 1.0f), Error);
+  EXPECT_NO_THROW((void)ops::set_entry(a.transpose(), 39, 49, 1.0f));
+  EXPECT_EQ(bytes_of(a), before);
+  EXPECT_THROW((void)ops::parse_edit_mode("replace"), Error);
+  EXPECT_EQ(ops::parse_edit_mode("add"), EditMode::add);
+}
+
+TEST(Edit, OnlyTouchedNodesAreRewritten) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const Coo<float> coo = clustered_coo<float>(20000, 20000, 40, 300, 0.3, rng);
+  const Matrix<float> a = build_matrix(coo, 16);
+  ops::EditStats stats;
+  const Matrix<float> b = ops::set_entry(a, coo.row[5], coo.col[5], 42.0f);
+  (void)ops::edit(a, Coo<float>{20000, 20000, {coo.row[5]}, {coo.col[5]}, {42.0f}}, EditMode::set, &stats);
+  EXPECT_EQ(stats.updated, 1u);
+  EXPECT_EQ(stats.inserted + stats.removed, 0u);
+  // One path: a leaf and its ancestors.
+  EXPECT_EQ(stats.nodes_rewritten, a.content().shape.depth);
+  EXPECT_GT(stats.bytes_copied, a.pool_bytes() * 9 / 10);
+  EXPECT_EQ(b.pool_bytes(), a.pool_bytes());
+}
