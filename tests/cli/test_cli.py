@@ -476,6 +476,68 @@ class Cli(unittest.TestCase):
             return
         self.check_add("gpu")
 
+    def test_edit(self):
+        """edit --mode set|add|remove against a dict model, the result byte for byte the model converted;
+        pattern updates mean 1; bad updates exit 1 (2 for usage) and write nothing."""
+        rows, cols = 60, 90
+        ea, sa = self.random_matrix(rows, cols, 700)
+        write_mtx(self.path("a.mtx"), rows, cols, ea)
+        run("convert", self.path("a.mtx"), self.path("a.hsp"), "--node-size", "4")
+        model = dict(sa)
+        src = self.path("a.hsp")
+        for step, mode in enumerate(["set", "add", "remove", "add", "set", "remove"]):
+            present = list(model)
+            ups = []
+            for _ in range(80):
+                if present and self.rng.random() < 0.5:
+                    rc = self.rng.choice(present)
+                else:
+                    rc = (self.rng.randrange(rows), self.rng.randrange(cols))
+                ups.append((rc, self.rng.uniform(-1, 1)))
+            ups.append((ups[0][0], 0.25))  # a duplicate position: set keeps the last, add sums
+            write_mtx(self.path("u.mtx"), rows, cols, ups)
+            out = self.path(f"e{step}.hsp")
+            run("edit", src, self.path("u.mtx"), out, "--mode", mode)
+            for rc, v in ups:
+                if mode == "set":
+                    model[rc] = v
+                elif mode == "add":
+                    model[rc] = model.get(rc, 0.0) + v
+                else:
+                    model.pop(rc, None)
+            run("convert", out, self.path("e.mtx"))
+            _, _, got = read_mtx(self.path("e.mtx"))
+            self.assertEqual(set(got), set(model), f"{mode}, seed {self.seed}")
+            for rc, v in model.items():
+                self.assertEqual(got[rc], v, f"{mode} at {rc}, seed {self.seed}")
+            write_mtx(self.path("m.mtx"), rows, cols, list(model.items()))
+            run("convert", self.path("m.mtx"), self.path("m.hsp"), "--node-size", "4")
+            with open(out, "rb") as f, open(self.path("m.hsp"), "rb") as g:
+                self.assertEqual(f.read(), g.read(), f"{mode}: not the pool of a fresh build, seed {self.seed}")
+            src = out
+        # Pattern updates: value 1; OUT may be A itself.
+        with open(self.path("p.mtx"), "w") as f:
+            f.write("%%MatrixMarket matrix coordinate pattern general\n60 90 1\n5 7\n")
+        run("convert", self.path("a.mtx"), self.path("x.mtx"))
+        run("edit", self.path("x.mtx"), self.path("p.mtx"), self.path("x.mtx"))
+        _, _, got = read_mtx(self.path("x.mtx"))
+        self.assertEqual(got[(4, 6)], 1.0)
+        # Errors: nothing written.
+        with open(self.path("small.mtx"), "w") as f:
+            f.write("%%MatrixMarket matrix coordinate real general\n10 10 1\n1 1 2.0\n")
+        p = run("edit", self.path("a.hsp"), self.path("small.mtx"), self.path("bad.hsp"), ok=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("the updates are 10 x 10", p.stderr)
+        with open(self.path("far.mtx"), "w") as f:
+            f.write("%%MatrixMarket matrix coordinate real general\n60 90 1\n61 1 2.0\n")
+        p = run("edit", self.path("a.hsp"), self.path("far.mtx"), self.path("bad.hsp"), ok=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("far.mtx:3", p.stderr)
+        self.assertEqual(run("edit", self.path("a.hsp"), self.path("u.mtx"), self.path("bad.hsp"), "--mode", "replace",
+                             ok=False).returncode, 2)
+        self.assertEqual(run("edit", self.path("a.hsp"), self.path("a.hsp"), self.path("bad.hsp"), ok=False).returncode, 2)
+        self.assertFalse(os.path.exists(self.path("bad.hsp")))
+
     def test_usage_errors_exit_2(self):
         self.assertEqual(run(ok=False).returncode, 2)
         self.assertEqual(run("frobnicate", ok=False).returncode, 2)

@@ -12,5 +12,6 @@ void add_add_command(CLI::App& app);
 void add_demo_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_gen_command(CLI::App& app);
+void add_edit_command(CLI::App& app);
 
 }  // namespace hisparse::cli

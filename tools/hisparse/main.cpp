@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   hisparse::cli::add_convert_command(app);
   hisparse::cli::add_spmv_command(app);
   hisparse::cli::add_add_command(app);
+  hisparse::cli::add_edit_command(app);
   hisparse::cli::add_demo_command(app);
   hisparse::cli::add_bench_command(app);
   hisparse::cli::add_gen_command(app);

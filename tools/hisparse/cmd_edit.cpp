@@ -1,0 +1,76 @@
+// hisparse edit A UPDATES OUT [--mode set|add|remove] [--precision P] [--node-size D]
+//                             [--no-wide-nodes | --wide-nodes]
+// A edited by the entries of UPDATES (a Matrix Market coordinate file with A's
+// dimensions; pattern files mean value 1): ops::edit, which rewrites only the
+// nodes the updates touch. OUT is written atomically, in the format its
+// extension names. The edit runs on the host (the GPU edit is issue 16's
+// next step).
+#include <filesystem>
+#include <memory>
+
+#include "commands.hpp"
+#include "hisparse/formats/atomic_file.hpp"
+#include "hisparse/formats/matrix_market.hpp"
+#include "hisparse/ops/edit.hpp"
+#include "matrix_io.hpp"
+#include "progress.hpp"
+
+namespace hisparse::cli {
+namespace {
+struct EditOptions {
+  std::string a, updates, out, mode = "set";
+  std::optional<std::uint32_t> node_size;
+  std::optional<std::string> precision;
+  WideNodesFlags wide;
+};
+
+template <class V>
+Matrix<V> edited(const EditOptions& o, const Matrix<V>& a, Progress& progress) {
+  progress.phase("reading " + o.updates);
+  MmReader in(o.updates);
+  if (in.header().format != MmFormat::coordinate)
+    throw Error(printable_text(o.updates) + ": the updates must be a coordinate file, not an array");
+  if (in.header().rows != a.rows() || in.header().cols != a.cols())
+    throw Error(printable_text(o.updates) + ": the updates are " + std::to_string(in.header().rows) + " x " +
+                std::to_string(in.header().cols) + ", " + printable_text(o.a) + " is " + std::to_string(a.rows()) +
+                " x " + std::to_string(a.cols()));
+  const Coo<V> updates = in.read_matrix<V>();
+  progress.phase(std::string("editing (") + o.mode + ", " + std::to_string(updates.nnz()) + " updates)");
+  return ops::edit(a, updates, ops::parse_edit_mode(o.mode.c_str()));
+}
+}  // namespace
+
+void add_edit_command(CLI::App& app) {
+  auto opt = std::make_shared<EditOptions>();
+  auto* sub = app.add_subcommand("edit", "insert, update or remove entries of a matrix");
+  sub->add_option("A", opt->a, "the matrix (.mtx or .hsp)")->required();
+  sub->add_option("UPDATES", opt->updates,
+                  "Matrix Market coordinate file with A's dimensions (pattern files mean value 1)")
+      ->required();
+  sub->add_option("OUT", opt->out, "the edited matrix (.mtx or .hsp), written atomically")->required();
+  sub->add_option("--mode", opt->mode,
+                  "set: each listed entry takes the listed value, inserted where absent (of duplicates the last "
+                  "counts); add: the listed value is added, inserted where absent (duplicates summed); remove: the "
+                  "listed positions are removed (values ignored, absent positions ignored). Default: set")
+      ->check(CLI::IsMember({"set", "add", "remove"}));
+  sub->add_option("--node-size", opt->node_size, "node size d when A is a .mtx file (default 128) or to rebuild an .hsp A")
+      ->check(node_size_validator());
+  sub->add_option("--precision", opt->precision, "f32, f64, c64 or c128 (default: f64, c128 for complex files, or the .hsp file's)");
+  add_wide_nodes_flags(sub, opt->wide);
+  sub->callback([opt] {
+    check_extension(opt->out, "output file");
+    if (std::filesystem::path(opt->updates).extension() != ".mtx")
+      throw UsageError("updates file '" + printable_text(opt->updates) + "' must be a Matrix Market file (.mtx)");
+    const auto precision = opt->precision ? std::optional(parse_precision(*opt->precision)) : std::nullopt;
+    check_output_writable(opt->out);
+    Progress progress;
+    // OUT may name A: A is read completely before OUT is replaced.
+    const AnyMatrix a = load_matrix(opt->a, opt->node_size, precision, opt->wide.choice(), LoadContext{Device::host, false, &progress});
+    const AnyMatrix out = std::visit([&](const auto& m) -> AnyMatrix { return edited(*opt, m, progress); }, a);
+    progress.phase("writing " + opt->out);
+    save_matrix(opt->out, out);
+    progress.finish("edited " + opt->a + " into " + opt->out);
+  });
+}
+
+}  // namespace hisparse::cli
