@@ -1,0 +1,186 @@
+// hisparse-edit-bench: the host cost of editing against CSR (seed 001's
+// experiment, issue 16). Per matrix, f64, node size 128 (default format):
+// - single inserts: R absent positions inserted one after the other, each into
+//   the result of the last (the matrix grows); HiSparse by ops::set_entry, CSR
+//   by inserting into the column and value arrays (a memmove of everything
+//   behind the row) and adding 1 to the row pointers behind it;
+// - a batch of 1% of the entries (half present, half new; set): ops::edit
+//   against the CSR route (the batch sorted, then merged into new arrays).
+// Medians, host wall clock; one thread. Prints a Markdown table.
+//
+//   hisparse-edit-bench [--matrices-dir DIR] [--family SPEC]... [--inserts R]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "hisparse/formats/builder.hpp"
+#include "hisparse/formats/matrix_market.hpp"
+#include "hisparse/gen/generators.hpp"
+#include "hisparse/ops/edit.hpp"
+
+using namespace hisparse;
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double us_since(Clock::time_point t) { return std::chrono::duration<double, std::micro>(Clock::now() - t).count(); }
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+struct CsrArrays {
+  std::vector<std::uint64_t> row_ptr;
+  std::vector<std::uint32_t> col;
+  std::vector<double> val;
+};
+
+// Inserts (r, c) = v, or sets it where present.
+void csr_set(CsrArrays& a, index_t r, index_t c, double v) {
+  const auto begin = a.col.begin() + static_cast<std::ptrdiff_t>(a.row_ptr[r]);
+  const auto end = a.col.begin() + static_cast<std::ptrdiff_t>(a.row_ptr[r + 1]);
+  const auto at = std::lower_bound(begin, end, static_cast<std::uint32_t>(c));
+  const auto k = at - a.col.begin();
+  if (at != end && *at == c) {
+    a.val[static_cast<std::size_t>(k)] = v;
+    return;
+  }
+  a.col.insert(at, static_cast<std::uint32_t>(c));
+  a.val.insert(a.val.begin() + k, v);
+  for (std::size_t i = r + 1; i < a.row_ptr.size(); ++i) ++a.row_ptr[i];
+}
+
+// The batch (sorted by row, column; last of a position wins) merged into new arrays.
+CsrArrays csr_merge(const CsrArrays& a, const Coo<double>& u) {
+  std::vector<std::size_t> order(u.nnz());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
+    return u.row[x] != u.row[y] ? u.row[x] < u.row[y] : u.col[x] < u.col[y];
+  });
+  CsrArrays out;
+  const std::size_t rows = a.row_ptr.size() - 1;
+  out.row_ptr.assign(rows + 1, 0);
+  out.col.reserve(a.col.size() + u.nnz());
+  out.val.reserve(a.col.size() + u.nnz());
+  std::size_t j = 0;
+  for (std::size_t r = 0; r < rows; ++r) {
+    std::uint64_t k = a.row_ptr[r];
+    while (k < a.row_ptr[r + 1] || (j < order.size() && u.row[order[j]] == r)) {
+      const bool take_u = j < order.size() && u.row[order[j]] == r && (k == a.row_ptr[r + 1] || u.col[order[j]] <= a.col[k]);
+      if (take_u) {
+        std::size_t e = j;
+        while (e + 1 < order.size() && u.row[order[e + 1]] == r && u.col[order[e + 1]] == u.col[order[j]]) ++e;
+        if (k < a.row_ptr[r + 1] && a.col[k] == u.col[order[j]]) ++k;
+        out.col.push_back(static_cast<std::uint32_t>(u.col[order[j]]));
+        out.val.push_back(u.val[order[e]]);
+        j = e + 1;
+      } else {
+        out.col.push_back(a.col[k]);
+        out.val.push_back(a.val[k]);
+        ++k;
+      }
+    }
+    out.row_ptr[r + 1] = out.col.size();
+  }
+  return out;
+}
+
+CsrArrays csr_of(const Csr<double>& c) {
+  CsrArrays a;
+  a.row_ptr.assign(c.row_ptr.begin(), c.row_ptr.end());
+  a.col.assign(c.col.begin(), c.col.end());
+  a.val = c.val;
+  return a;
+}
+
+void bench(const std::string& name, const Coo<double>& coo, int inserts, std::mt19937_64& rng) {
+  Matrix<double> m = build_matrix(coo);
+  CsrArrays csr = csr_of(to_csr(m));
+  std::uniform_int_distribution<index_t> rr(0, coo.rows - 1), cc(0, coo.cols - 1);
+  std::vector<double> t_h, t_c;
+  for (int i = 0; i < inserts; ++i) {
+    const index_t r = rr(rng), c = cc(rng);
+    const double v = 0.5 + i;
+    auto t0 = Clock::now();
+    m = ops::set_entry(m, r, c, v);
+    t_h.push_back(us_since(t0));
+    t0 = Clock::now();
+    csr_set(csr, r, c, v);
+    t_c.push_back(us_since(t0));
+  }
+  if (m.nnz() != csr.col.size()) std::fprintf(stderr, "%s: HiSparse and CSR disagree on nnz\n", name.c_str());
+  // A batch of 1%: half on present positions.
+  Coo<double> u;
+  u.rows = coo.rows;
+  u.cols = coo.cols;
+  const std::size_t k = std::max<std::size_t>(1, m.nnz() / 100);
+  std::uniform_int_distribution<std::size_t> pick(0, coo.nnz() - 1);
+  for (std::size_t i = 0; i < k; ++i) {
+    if (i % 2) {
+      const std::size_t e = pick(rng);
+      u.push(coo.row[e], coo.col[e], 1.0 + i);
+    } else {
+      u.push(rr(rng), cc(rng), 1.0 + i);
+    }
+  }
+  std::vector<double> b_h, b_c;
+  for (int rep = 0; rep < 3; ++rep) {
+    auto t0 = Clock::now();
+    const Matrix<double> e = ops::edit(m, u, ops::EditMode::set);
+    b_h.push_back(us_since(t0));
+    t0 = Clock::now();
+    const CsrArrays merged = csr_merge(csr, u);
+    b_c.push_back(us_since(t0));
+    if (e.nnz() != merged.col.size()) std::fprintf(stderr, "%s: batch results disagree on nnz\n", name.c_str());
+  }
+  const double h = median(t_h), c = median(t_c), bh = median(b_h), bc = median(b_c);
+  std::printf("| %s | %llu | %.1f | %.1f | %.2f | %llu | %.0f | %.0f | %.2f |\n", name.c_str(),
+              static_cast<unsigned long long>(coo.nnz()), h, c, c / h, static_cast<unsigned long long>(k), bh, bc, bc / bh);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string dir;
+  std::vector<std::string> families;
+  int inserts = 20;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--matrices-dir" && i + 1 < argc) dir = argv[++i];
+    else if (a == "--family" && i + 1 < argc) families.push_back(argv[++i]);
+    else if (a == "--inserts" && i + 1 < argc) inserts = std::stoi(argv[++i]);
+    else {
+      std::fprintf(stderr, "usage: hisparse-edit-bench [--matrices-dir DIR] [--family SPEC]... [--inserts R]\n");
+      return 2;
+    }
+  }
+  try {
+    std::mt19937_64 rng(42);
+    std::printf("f64, node size 128; single inserts: median of %d (each into the last result); batch: 1%% of nnz, set, "
+                "median of 3; microseconds, host wall clock\n\n",
+                inserts);
+    std::printf("| matrix | nnz | insert HiSparse (us) | insert CSR (us) | CSR / HiSparse | batch | batch HiSparse (us) | "
+                "batch CSR merge (us) | CSR / HiSparse |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    if (!dir.empty()) {
+      std::vector<fs::path> files;
+      for (const auto& e : fs::directory_iterator(dir))
+        if (e.path().extension() == ".mtx" && e.path().stem() != "block_2000") files.push_back(e.path());
+      std::sort(files.begin(), files.end());
+      for (const auto& f : files) {
+        if (read_matrix_market_header(f).field == MmField::complex) continue;
+        bench(f.stem().string(), read_matrix_market<double>(f), inserts, rng);
+      }
+    }
+    for (const auto& spec : families) bench(spec, gen::generate_coo<double>(gen::parse_spec(spec)), inserts, rng);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "hisparse-edit-bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
