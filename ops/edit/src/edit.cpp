@@ -315,10 +315,29 @@ class Editor {
     while (oi < old.size()) merged.push_back(old[oi++]);
     if (merged.empty()) return false;
 
-    // The standard sub-tree's bytes: leaves grouped in tree order.
+    // The standard sub-tree's bytes, from each leaf's count alone (a counter
+    // per leaf position: no sort unless the standard form wins).
     const std::uint32_t low = (1u << b_) - 1;
     const auto hi_of = [&](WideCoord w) { return LocalCoord{static_cast<std::uint8_t>(w.row >> b_), static_cast<std::uint8_t>(w.col >> b_)}; };
     const auto lo_of = [&](WideCoord w) { return LocalCoord{static_cast<std::uint8_t>(w.row & low), static_cast<std::uint8_t>(w.col & low)}; };
+    {
+      std::vector<std::uint32_t> per_leaf(std::size_t{1} << (2 * b_), 0);
+      for (const Entry& e : merged) ++per_leaf[(std::size_t{hi_of(e.first).row} << b_) | hi_of(e.first).col];
+      std::uint64_t standard = 0;
+      std::uint32_t leaf_count = 0;
+      for (const std::uint32_t n : per_leaf)
+        if (n > 0) {
+          standard += choose_node(n, b_, true, sizeof(V)).bytes;
+          ++leaf_count;
+        }
+      standard += choose_node(leaf_count, b_, false, sizeof(NodeRef)).bytes;
+      const std::uint64_t wide_bytes = coow_layout64(merged.size(), sizeof(V)).bytes;
+      if (merged.size() <= 0xFFFFFFFFull && wide_bytes <= standard) {
+        add_coow(level, pos, merged);
+        return true;
+      }
+    }
+    // The standard form: leaves grouped in tree order.
     std::vector<Entry> tree = merged;
     std::stable_sort(tree.begin(), tree.end(), [&](const Entry& x, const Entry& y) {
       const LocalCoord a = hi_of(x.first), c = hi_of(y.first);
@@ -330,13 +349,6 @@ class Editor {
       const LocalCoord h = hi_of(tree[i].first);
       if (i == 0 || h.row != hi_of(tree[i - 1].first).row || h.col != hi_of(tree[i - 1].first).col) groups.push_back({i, i});
       groups.back().second = i + 1;
-    }
-    std::uint64_t standard = choose_node(static_cast<std::uint32_t>(groups.size()), b_, false, sizeof(NodeRef)).bytes;
-    for (const auto& [gb, ge] : groups) standard += choose_node(static_cast<std::uint32_t>(ge - gb), b_, true, sizeof(V)).bytes;
-    const std::uint64_t wide_bytes = coow_layout64(merged.size(), sizeof(V)).bytes;
-    if (merged.size() <= 0xFFFFFFFFull && wide_bytes <= standard) {
-      add_coow(level, pos, merged);
-      return true;
     }
     auto& leaves = levels_[level + 1];
     const std::uint64_t first_leaf = leaves.size();
