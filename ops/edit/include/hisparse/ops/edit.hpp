@@ -57,30 +57,30 @@ struct EditStats {
 template <class V>
 Matrix<V> edit(const Matrix<V>& a, const Coo<V>& updates, EditMode mode, EditStats* stats = nullptr);
 
+namespace edit_detail {
+// A batch of one update, with op(A)'s dimensions.
+template <class V>
+Coo<V> one_update(const Matrix<V>& a, index_t row, index_t col, V value) {
+  Coo<V> u;
+  u.rows = a.rows();
+  u.cols = a.cols();
+  u.push(row, col, value);
+  return u;
+}
+}  // namespace edit_detail
+
 // One entry: op(A) with a(row, col) = value, += value, or removed.
 template <class V>
 Matrix<V> set_entry(const Matrix<V>& a, index_t row, index_t col, V value) {
-  Coo<V> u;
-  u.rows = a.rows();
-  u.cols = a.cols();
-  u.push(row, col, value);
-  return edit(a, u, EditMode::set);
+  return edit(a, edit_detail::one_update(a, row, col, value), EditMode::set);
 }
 template <class V>
 Matrix<V> add_to_entry(const Matrix<V>& a, index_t row, index_t col, V value) {
-  Coo<V> u;
-  u.rows = a.rows();
-  u.cols = a.cols();
-  u.push(row, col, value);
-  return edit(a, u, EditMode::add);
+  return edit(a, edit_detail::one_update(a, row, col, value), EditMode::add);
 }
 template <class V>
 Matrix<V> remove_entry(const Matrix<V>& a, index_t row, index_t col) {
-  Coo<V> u;
-  u.rows = a.rows();
-  u.cols = a.cols();
-  u.push(row, col, V(0));
-  return edit(a, u, EditMode::remove);
+  return edit(a, edit_detail::one_update(a, row, col, V(0)), EditMode::remove);
 }
 
 // The specification: every entry of A in an ordered map, the updates applied
