@@ -22,19 +22,10 @@
 #include <string>
 #include <vector>
 
-#include "hisparse/formats/node_view.hpp"
+#include "edit_core.hpp"
 #include "hisparse/formats/node_writer.hpp"
-#include "hisparse/ops/edit.hpp"
 
 namespace hisparse::ops::edit_detail {
-
-using Key = unsigned __int128;
-
-template <class V>
-struct Update {
-  Key key;
-  V val;
-};
 
 // A node of the new tree. Kept nodes point at their old bytes; new leaves and
 // COOW nodes at their entries in the editor's arrays; inner nodes at their
@@ -50,21 +41,15 @@ struct Planned {
 };
 
 template <class V>
-class Editor {
- public:
-  Editor(const Content<V>& c, EditMode mode, EditStats& stats)
-      : c_(c), pool_(c.pool.data()), b_(c.shape.log2_node_size), depth_(c.shape.depth),
-        wide_((c.header().flags & pool_flag_wide) != 0 && depth_ >= 2), mode_(mode), stats_(stats), levels_(depth_) {}
+class Editor : public EditCore<V> {
+  using Core = EditCore<V>;
+  using Core::b_, Core::depth_, Core::pool_, Core::c_, Core::stats_;
+  using Core::digits, Core::is_leaf_level, Core::is_wide_level, Core::node_bytes, Core::leaf_entries, Core::wide_of,
+      Core::hi_of, Core::lo_of;
+  using typename Core::WideEntry;
 
-  [[nodiscard]] Key key(index_t row, index_t col) const {
-    Key k = 0;
-    const index_t mask = (index_t{1} << b_) - 1;
-    for (std::uint32_t l = 0; l < depth_; ++l) {
-      const std::uint32_t s = b_ * (depth_ - 1 - l);
-      k = (k << (2 * b_)) | (Key((row >> s) & mask) << b_) | Key((col >> s) & mask);
-    }
-    return k;
-  }
+ public:
+  Editor(const Content<V>& c, EditMode mode, EditStats& stats) : Core(c, mode, stats), levels_(depth_) {}
 
   std::shared_ptr<const Content<V>> run(std::span<const Update<V>> batch) {
     const NodeRef root = c_.root();
@@ -92,14 +77,6 @@ class Editor {
   }
 
  private:
-  [[nodiscard]] LocalCoord digits(Key k, std::uint32_t level) const {
-    const Key p = k >> (2 * b_ * (depth_ - 1 - level));
-    const Key mask = (Key{1} << b_) - 1;
-    return {static_cast<std::uint8_t>((p >> b_) & mask), static_cast<std::uint8_t>(p & mask)};
-  }
-  [[nodiscard]] bool is_leaf_level(std::uint32_t level) const { return level + 1 == depth_; }
-  [[nodiscard]] bool is_wide_level(std::uint32_t level) const { return wide_ && level + 2 == depth_; }
-
   // The node at `ref` (null: none) with the updates under it; false when
   // nothing is left there.
   bool visit(NodeRef ref, std::uint32_t level, std::span<const Update<V>> ups, LocalCoord pos) {
@@ -147,11 +124,7 @@ class Editor {
   void keep(NodeRef ref, std::uint32_t level, LocalCoord pos) {
     const NodeType t = ref_type(ref);
     if (is_leaf_level(level) || t == NodeType::coow) {
-      const std::byte* node = pool_ + ref_offset(ref);
-      std::uint64_t bytes = 0;
-      if (t == NodeType::coow) bytes = coow_layout(detail::node_count(node), sizeof(V)).bytes;
-      else if (t == NodeType::dense) bytes = dense_bytes(b_, true, sizeof(V));
-      else bytes = coo_layout(t, detail::node_count(node), sizeof(V)).bytes;
+      const std::uint64_t bytes = node_bytes(ref);
       add(level, Planned{Planned::kept, pos, NodeChoice{t, bytes}, ref, 0, 0});
       ++stats_.nodes_copied;
       stats_.bytes_copied += bytes;
@@ -165,50 +138,12 @@ class Editor {
     ++stats_.nodes_moved;
   }
 
-  // The updates of one position (a run, in input order) applied to its old
-  // value (has_old) or to nothing: whether an entry is left there, its value
-  // in v. add sums in input order onto the old value, as one update after
-  // the other would.
-  bool apply_run(bool has_old, V& v, std::span<const Update<V>> run) {
-    bool present = has_old;
-    for (const Update<V>& u : run) {
-      if (mode_ == EditMode::remove) {
-        present = false;
-      } else {
-        v = mode_ == EditMode::add && present ? v + u.val : u.val;
-        present = true;
-      }
-    }
-    if (has_old) ++(present ? stats_.updated : stats_.removed);
-    else if (present) ++stats_.inserted;
-    return present;
-  }
-  // The end of the run of updates at `i` of positions equal under `same`.
-  template <class Same>
-  static std::size_t run_end(std::span<const Update<V>> ups, std::size_t i, Same same) {
-    std::size_t e = i + 1;
-    while (e < ups.size() && same(ups[e], ups[i])) ++e;
-    return e;
-  }
-
   bool merge_leaf(NodeRef ref, std::uint32_t level, std::span<const Update<V>> ups, LocalCoord pos) {
+    const auto merged = this->merged_leaf(ref, level, ups);
+    if (merged.empty()) return false;
     const std::uint64_t first = leaf_coords_.size();
-    std::vector<std::pair<LocalCoord, V>> old;
-    if (ref != null_ref) for_each_entry<V>(pool_, ref, b_, true, [&](LocalCoord lc, V v) { old.push_back({lc, v}); });
-    std::size_t oi = 0;
-    for (std::size_t i = 0; i < ups.size();) {
-      const std::size_t e = run_end(ups, i, [](const Update<V>& x, const Update<V>& y) { return x.key == y.key; });
-      const LocalCoord uc = digits(ups[i].key, level);
-      while (oi < old.size() && coord_less(old[oi].first, uc)) push_leaf_entry(old[oi++]);
-      const bool has_old = oi < old.size() && !coord_less(uc, old[oi].first);
-      V v = has_old ? old[oi].second : V(0);
-      if (has_old) ++oi;
-      if (apply_run(has_old, v, ups.subspan(i, e - i))) push_leaf_entry({uc, v});
-      i = e;
-    }
-    while (oi < old.size()) push_leaf_entry(old[oi++]);
-    const auto count = static_cast<std::uint32_t>(leaf_coords_.size() - first);
-    if (count == 0) return false;
+    for (const auto& e : merged) push_leaf_entry(e);
+    const auto count = static_cast<std::uint32_t>(merged.size());
     add(level, Planned{Planned::leaf, pos, choose_node(count, b_, true, sizeof(V)), null_ref, first, count});
     ++stats_.nodes_rewritten;
     return true;
@@ -216,20 +151,6 @@ class Editor {
   void push_leaf_entry(const std::pair<LocalCoord, V>& e) {
     leaf_coords_.push_back(e.first);
     leaf_vals_.push_back(e.second);
-  }
-
-  // Entries of a leaf, read from its node (a dense leaf's mask bits).
-  [[nodiscard]] std::uint64_t leaf_entries(NodeRef ref) const {
-    if (ref_type(ref) != NodeType::dense) return detail::node_count(pool_ + ref_offset(ref));
-    const std::uint8_t* mask = dense_mask(pool_, ref);
-    std::uint64_t n = 0;
-    for (std::uint32_t i = 0; i < (1u << (2 * b_)) / 8; ++i) n += static_cast<std::uint32_t>(std::popcount(mask[i]));
-    if (b_ == 1) n = static_cast<std::uint32_t>(std::popcount(static_cast<unsigned>(mask[0] & 0xFu)));
-    return n;
-  }
-
-  [[nodiscard]] WideCoord wide_of(LocalCoord hi, LocalCoord lo) const {
-    return WideCoord{static_cast<std::uint16_t>((hi.row << b_) | lo.row), static_cast<std::uint16_t>((hi.col << b_) | lo.col)};
   }
 
   // A level depth-2 sub-tree of a wide pool held as an inner node and its
@@ -248,7 +169,7 @@ class Editor {
     }
     const std::uint64_t wide_bytes = coow_layout64(entries, sizeof(V)).bytes;
     if (entries > 0xFFFFFFFFull || wide_bytes > standard) return true;
-    std::vector<std::pair<WideCoord, V>> merged;
+    std::vector<WideEntry> merged;
     merged.reserve(entries);
     for (std::size_t k = first_leaf; k < leaves.size(); ++k) {
       const Planned& p = leaves[k];
@@ -271,7 +192,7 @@ class Editor {
     return true;
   }
 
-  void add_coow(std::uint32_t level, LocalCoord pos, const std::vector<std::pair<WideCoord, V>>& entries) {
+  void add_coow(std::uint32_t level, LocalCoord pos, const std::vector<WideEntry>& entries) {
     const std::uint64_t first = wide_coords_.size();
     for (const auto& [wc, v] : entries) {
       wide_coords_.push_back(wc);
@@ -286,57 +207,12 @@ class Editor {
   // coordinates' row-major order, then a COOW node again or an inner node and
   // its leaves, whichever the builder's rule picks.
   bool merge_coow(NodeRef ref, std::uint32_t level, std::span<const Update<V>> ups, LocalCoord pos) {
-    using Entry = std::pair<WideCoord, V>;
-    std::vector<Entry> old;
-    const CoowView<V> w = coow_view<V>(pool_, ref);
-    for (std::uint32_t i = 0; i < w.count; ++i) old.push_back({w.coords[i], w.values[i]});
-    // The updates in the 16-bit coordinates' row-major order; a position's
-    // updates stay in input order.
-    std::vector<Update<V>> sorted_ups(ups.begin(), ups.end());
-    std::vector<WideCoord> wc_of(ups.size());
-    std::vector<std::size_t> perm(ups.size());
-    std::iota(perm.begin(), perm.end(), std::size_t{0});
-    for (std::size_t i = 0; i < ups.size(); ++i) wc_of[i] = wide_of(digits(ups[i].key, level), digits(ups[i].key, level + 1));
-    std::stable_sort(perm.begin(), perm.end(), [&](std::size_t x, std::size_t y) { return wide_less(wc_of[x], wc_of[y]); });
-    for (std::size_t i = 0; i < perm.size(); ++i) sorted_ups[i] = ups[perm[i]];
-    std::vector<Entry> merged;
-    merged.reserve(old.size() + ups.size());
-    std::size_t oi = 0;
-    const std::span<const Update<V>> su(sorted_ups);
-    for (std::size_t i = 0; i < su.size();) {
-      const std::size_t e = run_end(su, i, [](const Update<V>& x, const Update<V>& y) { return x.key == y.key; });
-      const WideCoord wc = wc_of[perm[i]];
-      while (oi < old.size() && wide_less(old[oi].first, wc)) merged.push_back(old[oi++]);
-      const bool has_old = oi < old.size() && !wide_less(wc, old[oi].first);
-      V v = has_old ? old[oi].second : V(0);
-      if (has_old) ++oi;
-      if (apply_run(has_old, v, su.subspan(i, e - i))) merged.push_back({wc, v});
-      i = e;
-    }
-    while (oi < old.size()) merged.push_back(old[oi++]);
+    using Entry = WideEntry;
+    const std::vector<Entry> merged = this->merged_coow(ref, level, ups);
     if (merged.empty()) return false;
-
-    // The standard sub-tree's bytes, from each leaf's count alone (a counter
-    // per leaf position: no sort unless the standard form wins).
-    const std::uint32_t low = (1u << b_) - 1;
-    const auto hi_of = [&](WideCoord w) { return LocalCoord{static_cast<std::uint8_t>(w.row >> b_), static_cast<std::uint8_t>(w.col >> b_)}; };
-    const auto lo_of = [&](WideCoord w) { return LocalCoord{static_cast<std::uint8_t>(w.row & low), static_cast<std::uint8_t>(w.col & low)}; };
-    {
-      std::vector<std::uint32_t> per_leaf(std::size_t{1} << (2 * b_), 0);
-      for (const Entry& e : merged) ++per_leaf[(std::size_t{hi_of(e.first).row} << b_) | hi_of(e.first).col];
-      std::uint64_t standard = 0;
-      std::uint32_t leaf_count = 0;
-      for (const std::uint32_t n : per_leaf)
-        if (n > 0) {
-          standard += choose_node(n, b_, true, sizeof(V)).bytes;
-          ++leaf_count;
-        }
-      standard += choose_node(leaf_count, b_, false, sizeof(NodeRef)).bytes;
-      const std::uint64_t wide_bytes = coow_layout64(merged.size(), sizeof(V)).bytes;
-      if (merged.size() <= 0xFFFFFFFFull && wide_bytes <= standard) {
-        add_coow(level, pos, merged);
-        return true;
-      }
+    if (this->coow_wins(merged)) {
+      add_coow(level, pos, merged);
+      return true;
     }
     // The standard form: leaves grouped in tree order.
     std::vector<Entry> tree = merged;
@@ -394,12 +270,6 @@ class Editor {
     }
   }
 
-  const Content<V>& c_;
-  const std::byte* pool_;
-  std::uint32_t b_, depth_;
-  bool wide_;
-  EditMode mode_;
-  EditStats& stats_;
   std::vector<std::vector<Planned>> levels_;
   std::vector<LocalCoord> leaf_coords_;
   std::vector<V> leaf_vals_;
