@@ -1,9 +1,13 @@
 // hisparse-edit-bench: the host cost of editing against CSR (seed 001's
 // experiment, issue 16). Per matrix, f64, node size 128 (default format):
-// - single inserts: R absent positions inserted one after the other, each into
-//   the result of the last (the matrix grows); HiSparse by ops::set_entry, CSR
-//   by inserting into the column and value arrays (a memmove of everything
-//   behind the row) and adding 1 to the row pointers behind it;
+// - single inserts: R random positions (mostly absent) set one after the
+//   other, each into the result of the last (the matrix grows); HiSparse by
+//   ops::edit_in_place (in place where the touched nodes keep their sizes,
+//   else a new pool), CSR by inserting into the column and value arrays (a
+//   memmove of everything behind the row) and adding 1 to the row pointers
+//   behind it;
+// - single updates: R present entries set, HiSparse by edit_in_place, CSR by
+//   a binary search in the row;
 // - a batch of 1% of the entries (half present, half new; set): ops::edit
 //   against the CSR route (the batch sorted, then merged into new arrays).
 // Medians, host wall clock; one thread. Prints a Markdown table.
@@ -102,16 +106,32 @@ void bench(const std::string& name, const Coo<double>& coo, int inserts, std::mt
   Matrix<double> m = build_matrix(coo);
   CsrArrays csr = csr_of(to_csr(m));
   std::uniform_int_distribution<index_t> rr(0, coo.rows - 1), cc(0, coo.cols - 1);
-  std::vector<double> t_h, t_c;
+  // Inserts at random positions (mostly absent), each into the last result.
+  std::vector<double> t_h, t_c, u_h, u_c;
+  int in_place = 0;
   for (int i = 0; i < inserts; ++i) {
     const index_t r = rr(rng), c = cc(rng);
     const double v = 0.5 + i;
+    ops::EditStats st;
     auto t0 = Clock::now();
-    m = ops::set_entry(m, r, c, v);
+    ops::edit_in_place(m, Coo<double>{coo.rows, coo.cols, {r}, {c}, {v}}, ops::EditMode::set, &st);
     t_h.push_back(us_since(t0));
+    in_place += st.in_place;
     t0 = Clock::now();
     csr_set(csr, r, c, v);
     t_c.push_back(us_since(t0));
+  }
+  // Updates of present entries.
+  std::uniform_int_distribution<std::size_t> any(0, coo.nnz() - 1);
+  for (int i = 0; i < inserts; ++i) {
+    const std::size_t e = any(rng);
+    const double v = 2.5 + i;
+    auto t0 = Clock::now();
+    ops::edit_in_place(m, Coo<double>{coo.rows, coo.cols, {coo.row[e]}, {coo.col[e]}, {v}}, ops::EditMode::set);
+    u_h.push_back(us_since(t0));
+    t0 = Clock::now();
+    csr_set(csr, coo.row[e], coo.col[e], v);
+    u_c.push_back(us_since(t0));
   }
   if (m.nnz() != csr.col.size()) std::fprintf(stderr, "%s: HiSparse and CSR disagree on nnz\n", name.c_str());
   // A batch of 1%: half on present positions.
@@ -139,8 +159,9 @@ void bench(const std::string& name, const Coo<double>& coo, int inserts, std::mt
     if (e.nnz() != merged.col.size()) std::fprintf(stderr, "%s: batch results disagree on nnz\n", name.c_str());
   }
   const double h = median(t_h), c = median(t_c), bh = median(b_h), bc = median(b_c);
-  std::printf("| %s | %llu | %.1f | %.1f | %.2f | %llu | %.0f | %.0f | %.2f |\n", name.c_str(),
-              static_cast<unsigned long long>(coo.nnz()), h, c, c / h, static_cast<unsigned long long>(k), bh, bc, bc / bh);
+  std::printf("| %s | %llu | %.1f (%d/%d in place) | %.1f | %.2f | %.2f | %llu | %.0f | %.0f | %.2f |\n", name.c_str(),
+              static_cast<unsigned long long>(coo.nnz()), h, in_place, inserts, c, median(u_h), median(u_c),
+              static_cast<unsigned long long>(k), bh, bc, bc / bh);
   std::fflush(stdout);
 }
 
@@ -165,8 +186,9 @@ int main(int argc, char** argv) {
     std::printf("f64, node size 128; single inserts: median of %d (each into the last result); batch: 1%% of nnz, set, "
                 "median of 3; microseconds, host wall clock\n\n",
                 inserts);
-    std::printf("| matrix | nnz | insert HiSparse (us) | insert CSR (us) | CSR / HiSparse | batch | batch HiSparse (us) | "
-                "batch CSR merge (us) | CSR / HiSparse |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    std::printf("| matrix | nnz | insert HiSparse (us) | insert CSR (us) | update HiSparse (us) | update CSR (us) | "
+                "batch | batch HiSparse (us) | batch CSR merge (us) | CSR / HiSparse |\n"
+                "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     if (!dir.empty()) {
       std::vector<fs::path> files;
       for (const auto& e : fs::directory_iterator(dir))

@@ -347,3 +347,103 @@ TEST(Edit, OnlyTouchedNodesAreRewritten) {
   EXPECT_GT(stats.bytes_copied, a.pool_bytes() * 9 / 10);
   EXPECT_EQ(b.pool_bytes(), a.pool_bytes());
 }
+
+namespace {
+
+// edit_in_place on a matrix that owns its content: after every step the pool
+// is the fresh build's; updates of present positions are always in place.
+template <class V>
+void in_place_sequence(std::uint32_t d, bool wide, index_t rows, index_t cols, std::mt19937_64& rng, int& in_place) {
+  const BuildOptions o{d, wide};
+  Model<V> model;
+  apply(model, random_coo<V>(rows, cols, 2000, rng), EditMode::add);
+  apply(model, clustered_coo<V>(rows, cols, 3, 2 * d, 0.8, rng), EditMode::add);
+  Matrix<V> a = build_matrix(coo_of(model, rows, cols), o);
+  for (int step = 0; step < 12; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    Coo<V> u{rows, cols, {}, {}, {}};
+    EditMode mode = EditMode::set;
+    const bool updates_only = step % 3 == 0;
+    if (updates_only) {  // present positions only: set or add
+      std::vector<std::pair<index_t, index_t>> present;
+      for (const auto& e : model) present.push_back(e.first);
+      for (int i = 0; i < 50 && !present.empty(); ++i) {
+        const auto& at = present[rng() % present.size()];
+        u.push(at.first, at.second, random_value<V>(rng));
+      }
+      mode = rng() % 2 ? EditMode::set : EditMode::add;
+    } else {
+      u = random_batch(model, rows, cols, 1 + rng() % (step % 3 == 1 ? 3 : 60), rng);
+      mode = static_cast<EditMode>(rng() % 3);
+    }
+    const std::byte* pool_before = a.content().pool.data();
+    ops::EditStats stats;
+    ops::edit_in_place(a, u, mode, &stats);
+    apply(model, u, mode);
+    validate(a.content());
+    ASSERT_TRUE(same_matrix(a, build_matrix(coo_of(model, rows, cols), o)))
+        << ops::to_string(mode) << (stats.in_place ? " in place" : " rewritten");
+    if (updates_only && !u.val.empty()) {
+      EXPECT_TRUE(stats.in_place) << "updates of present positions keep every node's size";
+    }
+    if (stats.in_place) {
+      EXPECT_EQ(a.content().pool.data(), pool_before);
+      ++in_place;
+    }
+  }
+}
+
+}  // namespace
+
+TEST(Edit, InPlaceWhereSizesAllowMatchesFreshBuild) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  int in_place = 0;
+  for (const std::uint32_t d : {2u, 8u, 64u, 256u}) {
+    for (const bool wide : {true, false}) {
+      SCOPED_TRACE("d " + std::to_string(d) + (wide ? " wide" : " standard"));
+      const index_t rows = d >= 64 ? 70000 : 2000, cols = d >= 64 ? 900 : 1500;
+      in_place_sequence<float>(d, wide, rows, cols, rng, in_place);
+      if (HasFatalFailure()) return;
+      in_place_sequence<double>(d, wide, cols, rows, rng, in_place);
+      if (HasFatalFailure()) return;
+    }
+  }
+  EXPECT_GT(in_place, 32);
+}
+
+TEST(Edit, InPlaceLeavesSharedContentAlone) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const Coo<double> coo = random_coo<double>(300, 300, 2000, rng);
+  Matrix<double> a = build_matrix(coo, 8);
+  const Matrix<double> other = a;  // shares the content
+  const std::vector<std::byte> before = bytes_of(other);
+  ops::EditStats stats;
+  ops::edit_in_place(a, Coo<double>{300, 300, {coo.row[0]}, {coo.col[0]}, {7.0}}, EditMode::set, &stats);
+  EXPECT_FALSE(stats.in_place);
+  EXPECT_EQ(bytes_of(other), before);
+  EXPECT_NE(a.content_ptr(), other.content_ptr());
+  // Now a owns its content: the same kind of update is in place.
+  ops::edit_in_place(a, Coo<double>{300, 300, {coo.row[1]}, {coo.col[1]}, {8.0}}, EditMode::set, &stats);
+  EXPECT_TRUE(stats.in_place);
+  // Transposed: positions are op(A)'s.
+  Matrix<double> t = build_matrix(coo, 8).transpose();
+  ops::edit_in_place(t, Coo<double>{300, 300, {coo.col[2]}, {coo.row[2]}, {9.0}}, EditMode::set, &stats);
+  EXPECT_TRUE(stats.in_place);
+  Model<double> m;
+  apply(m, to_coo(build_matrix(coo, 8).transpose()), EditMode::set);
+  m[{coo.col[2], coo.row[2]}] = 9.0;
+  EXPECT_EQ(to_coo(t).val, coo_of(m, 300, 300).val);
+  // Scaled, set: materialized (a new pool), the value exact.
+  Matrix<double> s = build_matrix(coo, 8).scaled(3.0);
+  ops::edit_in_place(s, Coo<double>{300, 300, {coo.row[0]}, {coo.col[0]}, {0.1}}, EditMode::set, &stats);
+  EXPECT_FALSE(stats.in_place);
+  EXPECT_EQ(s.scale(), 1.0);
+  // Bad updates: refused, nothing changed.
+  const std::vector<std::byte> a_bytes = bytes_of(a);
+  EXPECT_THROW(ops::edit_in_place(a, Coo<double>{300, 300, {300}, {0}, {1.0}}, EditMode::set), Error);
+  EXPECT_EQ(bytes_of(a), a_bytes);
+}

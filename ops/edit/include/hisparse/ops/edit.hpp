@@ -12,10 +12,11 @@
 // builder makes from the same entries, byte for byte, and passes the
 // validator.
 //
-// The original matrix is never changed: an edit returns a new matrix (the
-// old one stays valid, and so does every matrix sharing its content). Its
-// pool is a new allocation: untouched sub-trees are copied, not shared
-// (sharing them between versions is issue 16's next step).
+// edit never changes the original: it returns a new matrix (the old one stays
+// valid, and so does every matrix sharing its content) whose pool is a new
+// allocation: untouched sub-trees are copied, not shared (sharing them between
+// versions is issue 16's next step). edit_in_place rewrites a matrix's own
+// nodes where they are when their sizes allow it.
 #include <cstdint>
 
 #include "hisparse/formats/coo.hpp"
@@ -43,6 +44,7 @@ struct EditStats {
   std::uint64_t nodes_copied = 0;     // leaves and COOW nodes copied as they are
   std::uint64_t nodes_moved = 0;      // untouched inner nodes written with moved child references
   std::uint64_t bytes_copied = 0;     // bytes of the copied leaves and COOW nodes
+  bool in_place = false;              // edit_in_place rewrote the nodes where they were
 };
 
 // op(A) edited by `updates`, whose positions are logical (those of op(A))
@@ -56,6 +58,19 @@ struct EditStats {
 // that differ; a result over the pool limit is a LimitError.
 template <class V>
 Matrix<V> edit(const Matrix<V>& a, const Coo<V>& updates, EditMode mode, EditStats* stats = nullptr);
+
+// The same edit into `a` itself. Where `a` is the only holder of its content
+// (no other Matrix shares it) and every node the updates touch keeps its type
+// and size, those nodes are encoded again where they are: no allocation,
+// nothing else moves, the cost is the touched paths (value updates always;
+// inserts into a sparse node's padding or a dense leaf; removals that keep a
+// node's padded size). Otherwise (a new or emptied node, a node that changes
+// size or type, a COOW rule that flips, a shared content, set or add on a
+// scaled matrix) a = edit(a, ...). Either way the pool is what edit makes,
+// byte for byte; stats->in_place says which happened. Errors as edit's, with
+// `a` unchanged. Not thread-safe against another thread copying `a`.
+template <class V>
+void edit_in_place(Matrix<V>& a, const Coo<V>& updates, EditMode mode, EditStats* stats = nullptr);
 
 namespace edit_detail {
 // A batch of one update, with op(A)'s dimensions.
