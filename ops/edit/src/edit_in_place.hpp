@@ -3,10 +3,12 @@
 // batch touches keeps its type and its size, nothing else moves, so each
 // touched leaf (or COOW node) is encoded again over its old bytes and the
 // pool stays what it was, the builder's pool included. Value updates always
-// qualify; so do inserts that fill a sparse node's padding or a dense leaf's
-// cells, and removals that leave its padded size. Anything else (a new node, a
-// node that grows, shrinks, changes type or empties, a level depth-2 sub-tree
-// whose COOW rule flips) makes plan() return false before anything is written.
+// qualify (where every updated entry of a node is present, only those values
+// are overwritten); so do inserts that fill a sparse node's padding or a dense
+// leaf's cells, and removals that leave its padded size. Anything else (a new
+// node, a node that grows, shrinks, changes type or empties, a level depth-2
+// sub-tree whose COOW rule flips) makes plan() return false before anything
+// is written.
 #include <cstring>
 #include <map>
 #include <vector>
@@ -43,6 +45,10 @@ class InPlaceEditor : public EditCore<V> {
       std::size_t e = i + 1;
       while (e < batch.size() && same_node(batch[e].key, batch[i].key, level)) ++e;
       const std::span<const Update<V>> ups = batch.subspan(i, e - i);
+      if (plan_values(ref, level, ups)) {
+        i = e;
+        continue;
+      }
       if (ref_type(ref) == NodeType::coow ? !plan_coow(ref, level, ups) : !plan_leaf(ref, parent, level, ups))
         return false;
       i = e;
@@ -55,8 +61,9 @@ class InPlaceEditor : public EditCore<V> {
     return true;
   }
 
-  // Writes the planned nodes over their old bytes.
+  // Writes the planned values and nodes over their old bytes.
   void write(std::byte* pool) {
+    for (const auto& [offset, v] : values_) std::memcpy(pool + offset, &v, sizeof(V));
     for (const Rewrite& r : rewrites_) {
       std::byte* dst = pool + ref_offset(r.ref);
       std::memset(dst, 0, r.choice.bytes);
@@ -96,6 +103,60 @@ class InPlaceEditor : public EditCore<V> {
     const CooView<NodeRef> v = coo_view<NodeRef>(pool_, inner);
     const LocalCoord* at = std::lower_bound(v.coords, v.coords + v.count, lc, [](LocalCoord x, LocalCoord y) { return coord_less(x, y); });
     return at != v.coords + v.count && at->row == lc.row && at->col == lc.col ? v.values[at - v.coords] : null_ref;
+  }
+
+  // Updates (set, add) of entries that are all present: only their values
+  // change, found by a binary search (a cell, in a dense leaf). False, with
+  // nothing planned, where any position is absent.
+  bool plan_values(NodeRef ref, std::uint32_t level, std::span<const Update<V>> ups) {
+    if (this->mode_ == EditMode::remove) return false;
+    const NodeType t = ref_type(ref);
+    const V* values = nullptr;
+    std::vector<std::uint32_t> at;  // value index per run
+    if (t == NodeType::coow) {
+      const CoowView<V> w = coow_view<V>(pool_, ref);
+      values = w.values;
+      for (std::size_t i = 0; i < ups.size(); i = run_end(ups, i)) {
+        const WideCoord wc = this->wide_of(digits(ups[i].key, level), digits(ups[i].key, level + 1));
+        const WideCoord* f = std::lower_bound(w.coords, w.coords + w.count, wc, [](WideCoord x, WideCoord y) { return wide_less(x, y); });
+        if (f == w.coords + w.count || f->row != wc.row || f->col != wc.col) return false;
+        at.push_back(static_cast<std::uint32_t>(f - w.coords));
+      }
+    } else if (t == NodeType::dense) {
+      values = dense_values<V>(pool_, ref, b_, true);
+      const std::uint8_t* mask = dense_mask(pool_, ref);
+      for (std::size_t i = 0; i < ups.size(); i = run_end(ups, i)) {
+        const LocalCoord lc = digits(ups[i].key, level);
+        const std::uint32_t cell = (std::uint32_t{lc.row} << b_) | lc.col;
+        if (!mask_bit(mask, cell)) return false;
+        at.push_back(cell);
+      }
+    } else {
+      const CooView<V> v = coo_view<V>(pool_, ref);
+      values = v.values;
+      for (std::size_t i = 0; i < ups.size(); i = run_end(ups, i)) {
+        const LocalCoord lc = digits(ups[i].key, level);
+        const LocalCoord* f = std::lower_bound(v.coords, v.coords + v.count, lc, [](LocalCoord x, LocalCoord y) { return coord_less(x, y); });
+        if (f == v.coords + v.count || f->row != lc.row || f->col != lc.col) return false;
+        at.push_back(static_cast<std::uint32_t>(f - v.coords));
+      }
+    }
+    std::size_t k = 0;
+    for (std::size_t i = 0; i < ups.size(); ++k) {
+      const std::size_t e = run_end(ups, i);
+      V v = values[at[k]];
+      this->apply_run(true, v, ups.subspan(i, e - i));
+      values_.push_back({static_cast<std::uint64_t>(reinterpret_cast<const std::byte*>(values + at[k]) - pool_), v});
+      i = e;
+    }
+    return true;
+  }
+
+  // The end of the run of updates of one position starting at i.
+  static std::size_t run_end(std::span<const Update<V>> ups, std::size_t i) {
+    std::size_t e = i + 1;
+    while (e < ups.size() && ups[e].key == ups[i].key) ++e;
+    return e;
   }
 
   bool plan_leaf(NodeRef ref, NodeRef parent, std::uint32_t level, std::span<const Update<V>> ups) {
@@ -140,6 +201,7 @@ class InPlaceEditor : public EditCore<V> {
     return true;
   }
 
+  std::vector<std::pair<std::uint64_t, V>> values_;  // pool offset, new value
   std::vector<Rewrite> rewrites_;
   std::map<std::uint32_t, Parent> parents_;
   std::vector<LocalCoord> leaf_coords_;
