@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "hisparse/ops/spmv_gpu.hpp"
@@ -156,14 +157,22 @@ __global__ void __launch_bounds__(wide_block_threads) run_plan_wide_ordered(cons
 // slower than the warp chunks (perf-log 9) and keeps them, as does d = 256.
 constexpr std::size_t wide_columns_max_bytes = 64 * 1024;
 
+// Every node occupies at least 16 bytes, so no queue ever holds more items
+// than the pool has 16-byte slots: the capacity that never overflows.
+// Building a plan starts with a sixteenth of it (plan_queue_share), because
+// that bound is far above what real matrices need (the Laplacian 4096^2's
+// 518 MB pool: 32 M slots, 5.4 GB over six queues, for 652 k items in all,
+// whose allocation and first initialisation were a third of the plan's build)
+// and a traversal that counts or records leaves can simply run again, with
+// the full bound, when a queue runs full.
+inline constexpr std::uint64_t plan_queue_share = 16;
+
 template <class V>
-runtime::RuntimeConfig config_for(const DeviceMatrix<V>& a, const SpmvOptions& o) {
+runtime::RuntimeConfig config_for(const DeviceMatrix<V>& a, const SpmvOptions& o, std::uint64_t share = 1) {
   runtime::RuntimeConfig cfg;
   cfg.controller = o.controller;
   cfg.profile = o.profile && !o.reuse_traversal;
-  // Every node occupies at least 16 bytes, so no queue ever holds more items
-  // than the pool has 16-byte slots.
-  const std::uint64_t bound = std::max<std::uint64_t>(1024, a.pool_bytes() / 16);
+  const std::uint64_t bound = std::max<std::uint64_t>(1024, a.pool_bytes() / 16 / share);
   cfg.default_capacity = static_cast<std::uint32_t>(std::min<std::uint64_t>(bound, 1u << 30));
   if (o.queue_capacity != 0) cfg.default_capacity = o.queue_capacity;
   return cfg;
@@ -176,7 +185,11 @@ struct GpuSpmv<V>::Impl {
   const DeviceMatrix<V>* a;
   SpmvOptions options;
   cudaStream_t stream;
-  runtime::Runtime<SpmvSetup<V>, SpmvState<V>> rt;
+  // The traversal's runtime: kept for calls without a plan; a plan's is
+  // released once the plan is built (its queues are not used again).
+  std::optional<runtime::Runtime<SpmvSetup<V>, SpmvState<V>>> rt;
+  runtime::RunStats plan_run_stats;  // the recording traversal's, once rt is released
+  bool full_queues = true;           // rt's queues have the capacity that never overflows
   DeviceBytes counts;  // items per recorded list (plan building)
   DeviceBytes lists;   // recorded items, lists back to back
   PlanBins plan{};           // as recorded (the small bin in traversal order)
@@ -199,8 +212,7 @@ struct GpuSpmv<V>::Impl {
   std::uint32_t large_chunk = 128;
 
   Impl(const DeviceMatrix<V>& m, SpmvOptions o, cudaStream_t s)
-      : a(&m), options(o), stream(s), rt(config_for(m, o), {}, s),
-        counts(sizeof(unsigned long long) * plan_list_count) {
+      : a(&m), options(o), stream(s), counts(sizeof(unsigned long long) * plan_list_count) {
     int device = 0;
     cuda_check(cudaGetDevice(&device), "cudaGetDevice");
     cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute(SMs)");
@@ -211,8 +223,39 @@ struct GpuSpmv<V>::Impl {
     warp_slots = static_cast<std::uint64_t>(sms) * static_cast<std::uint64_t>(std::max(threads_per_sm, 32) / 32);
     const std::uint64_t per_item = m.nnz() / (32ull * static_cast<std::uint64_t>(sms));
     large_chunk = static_cast<std::uint32_t>(std::clamp<std::uint64_t>((per_item + 127) / 128 * 128, 128, 1u << 16));
-    if (m.root() != null_ref) rt.template seed<InnerProcedure<V>>(inner_item(0, 0, m.root(), 0));
-    if (options.reuse_traversal) build_plan();
+    make_runtime(options.reuse_traversal && options.queue_capacity == 0 ? plan_queue_share : 1);
+    if (options.reuse_traversal) {
+      build_plan();
+      plan_run_stats = rt->stats();
+      rt.reset();
+    }
+  }
+
+  void make_runtime(std::uint64_t share) {
+    rt.reset();  // the old queues go before the new ones are allocated
+    rt.emplace(config_for(*a, options, share), SpmvState<V>{}, stream);
+    full_queues = share == 1;
+    if (a->root() != null_ref) rt->template seed<InnerProcedure<V>>(inner_item(0, 0, a->root(), 0));
+  }
+
+  // One traversal of plan building (the leaf counts reset first: both
+  // traversals count into them). A queue that runs full on the reduced
+  // capacity (plan_queue_share) has the traversal run again with the full one.
+  void plan_traversal(const SpmvState<V>& st) {
+    for (;;) {
+      cuda_check(cudaMemsetAsync(counts.get(), 0, counts.size(), stream), "cudaMemsetAsync(leaf counts)");
+      rt->set_state(st);
+      if (a->root() == null_ref) return;
+      try {
+        rt->run();
+        return;
+      } catch (const runtime::QueueOverflow&) {
+        if (full_queues) throw;
+        runtime::log::debug("spmv plan: a queue ran full at the reduced capacity; the traversal runs again with the full one");
+        make_runtime(1);
+        ++stats.traversal_reruns;
+      }
+    }
   }
 
   SpmvState<V> state(const V* x, V* y, V alpha) const {
@@ -237,9 +280,7 @@ struct GpuSpmv<V>::Impl {
     const auto t0 = std::chrono::steady_clock::now();
     SpmvState<V> st = state(nullptr, nullptr, V(1));
     st.record = true;
-    cuda_check(cudaMemsetAsync(counts.get(), 0, counts.size(), stream), "cudaMemsetAsync(leaf counts)");
-    rt.set_state(st);
-    if (a->root() != null_ref) rt.run();
+    plan_traversal(st);
     unsigned long long n[plan_list_count];
     cuda_check(cudaMemcpyAsync(n, counts.get(), sizeof(n), cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync(leaf counts)");
     cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(leaf counts)");
@@ -268,9 +309,7 @@ struct GpuSpmv<V>::Impl {
                                                                wide_block_threads, wide_acc),
                  "cudaOccupancyMaxActiveBlocksPerMultiprocessor(run_plan_wide_columns)");
     }
-    cuda_check(cudaMemsetAsync(counts.get(), 0, counts.size(), stream), "cudaMemsetAsync(leaf counts)");
-    rt.set_state(st);
-    if (a->root() != null_ref) rt.run();
+    plan_traversal(st);
     cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(plan)");
     const auto t_recorded = std::chrono::steady_clock::now();
     const Shape& shape = a->shape();
@@ -396,8 +435,8 @@ struct GpuSpmv<V>::Impl {
       }
       return;
     }
-    rt.set_state(st);
-    rt.run();
+    rt->set_state(st);
+    rt->run();
   }
 };
 
@@ -423,7 +462,7 @@ const SpmvPlanStats& GpuSpmv<V>::stats() const {
 
 template <class V>
 const runtime::RunStats& GpuSpmv<V>::last_run() const {
-  return impl_->rt.stats();
+  return impl_->rt ? impl_->rt->stats() : impl_->plan_run_stats;
 }
 
 template <class V>

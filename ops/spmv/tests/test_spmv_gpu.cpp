@@ -164,6 +164,40 @@ TEST(SpmvGpu, EveryControllerWithAndWithoutPlan) {
   }
 }
 
+// Building a plan starts with a sixteenth of the queue capacity that never
+// overflows. Scattered one-entry leaves under the host loop (a whole level
+// enqueued before the next runs) overflow it: the traversal runs again with
+// the full capacity, the plan is right, and once built it keeps its lists,
+// not the runtime's queues (at the full capacity about 28 bytes per 16-byte
+// pool slot in each of six queues: ten times the pool).
+TEST(SpmvGpu, PlanQueuesGrowWhenFullAndAreReleased) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const Matrix<float> host = build_standard(random_coo<float>(1u << 22, 1u << 22, 400000, rng), 128);
+  DeviceMatrix<float> dev(host);
+  std::size_t free_before = 0, free_after = 0, total = 0;
+  cuda_check(cudaDeviceSynchronize(), "sync");
+  cuda_check(cudaMemGetInfo(&free_before, &total), "cudaMemGetInfo");
+  ops::SpmvOptions opt;
+  opt.controller = runtime::Controller::host_loop;
+  ops::GpuSpmv<float> plan(dev, opt);
+  cuda_check(cudaDeviceSynchronize(), "sync");
+  cuda_check(cudaMemGetInfo(&free_after, &total), "cudaMemGetInfo");
+  EXPECT_EQ(plan.stats().traversal_reruns, 1u);
+  const auto kept = static_cast<std::int64_t>(free_before) - static_cast<std::int64_t>(free_after);
+  EXPECT_LT(kept, static_cast<std::int64_t>(2 * dev.pool_bytes() + (64u << 20))) << "pool " << dev.pool_bytes();
+  check<float>(host, plan, dev, 1.0f, 0.0f, rng, "scattered standard");
+  dev.transpose();
+  check<float>(host, plan, dev, 2.0f, 0.5f, rng, "scattered standard");
+  // A matrix whose leaves fit the reduced queues builds without a rerun.
+  const Matrix<float> small = build_matrix(read_matrix_market<float>(matrices_dir() / "rajat01.mtx"));
+  DeviceMatrix<float> dsmall(small);
+  ops::GpuSpmv<float> plan_small(dsmall, opt);
+  EXPECT_EQ(plan_small.stats().traversal_reruns, 0u);
+  check<float>(small, plan_small, dsmall, 1.0f, 0.0f, rng, "rajat01");
+}
+
 // SpmvOptions::profile: a one-shot call's runtime statistics (last_run())
 // carry a profile whose items agree with the run's counts, and profiling
 // does not change the result.

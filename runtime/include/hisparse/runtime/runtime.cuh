@@ -489,7 +489,10 @@ private:
             const std::string message = "queue overflow: " + names +
                                         " ran full and items were dropped; raise RuntimeConfig::capacities or "
                                         "default_capacity";
-            log::error(message);
+            // Reported by the exception: a caller may recover from it (an SpMV
+            // plan's traversal runs again with larger queues), so not an error
+            // in the log.
+            log::debug(message);
             throw QueueOverflow(description_.queue_name(first), config_.queues[first].capacity, message);
         }
         if ((error & error_bad_bin) != 0u)
