@@ -158,14 +158,15 @@ __global__ void __launch_bounds__(wide_block_threads) run_plan_wide_ordered(cons
 constexpr std::size_t wide_columns_max_bytes = 64 * 1024;
 
 // Every node occupies at least 16 bytes, so no queue ever holds more items
-// than the pool has 16-byte slots: the capacity that never overflows.
-// Building a plan starts with a sixteenth of it (plan_queue_share), because
-// that bound is far above what real matrices need (the Laplacian 4096^2's
-// 518 MB pool: 32 M slots, 5.4 GB over six queues, for 652 k items in all,
-// whose allocation and first initialisation were a third of the plan's build)
-// and a traversal that counts or records leaves can simply run again, with
-// the full bound, when a queue runs full.
-inline constexpr std::uint64_t plan_queue_share = 16;
+// than the pool has 16-byte slots: the capacity that never overflows. The
+// runtime starts with a sixteenth of it (queue_share), because that bound is
+// far above what real matrices need (the Laplacian 4096^2's 518 MB pool: 2^25
+// slots a queue, 5.6 GB over six queues, for 652 k items in all, whose
+// allocation and first initialisation were a third of a plan's build and most
+// of a one-shot call's set-up), and a traversal can run again, with the full
+// bound, when a queue runs full: plan building only counts and records
+// leaves; a call without a plan restores y first (saved where beta != 0).
+inline constexpr std::uint64_t queue_share = 16;
 
 template <class V>
 runtime::RuntimeConfig config_for(const DeviceMatrix<V>& a, const SpmvOptions& o, std::uint64_t share = 1) {
@@ -190,6 +191,7 @@ struct GpuSpmv<V>::Impl {
   std::optional<runtime::Runtime<SpmvSetup<V>, SpmvState<V>>> rt;
   runtime::RunStats plan_run_stats;  // the recording traversal's, once rt is released
   bool full_queues = true;           // rt's queues have the capacity that never overflows
+  DeviceBytes y_saved;               // a call without a plan, on reduced queues, beta != 0: y before it
   DeviceBytes counts;  // items per recorded list (plan building)
   DeviceBytes lists;   // recorded items, lists back to back
   PlanBins plan{};           // as recorded (the small bin in traversal order)
@@ -223,7 +225,7 @@ struct GpuSpmv<V>::Impl {
     warp_slots = static_cast<std::uint64_t>(sms) * static_cast<std::uint64_t>(std::max(threads_per_sm, 32) / 32);
     const std::uint64_t per_item = m.nnz() / (32ull * static_cast<std::uint64_t>(sms));
     large_chunk = static_cast<std::uint32_t>(std::clamp<std::uint64_t>((per_item + 127) / 128 * 128, 128, 1u << 16));
-    make_runtime(options.reuse_traversal && options.queue_capacity == 0 ? plan_queue_share : 1);
+    make_runtime(options.queue_capacity == 0 ? queue_share : 1);
     if (options.reuse_traversal) {
       build_plan();
       plan_run_stats = rt->stats();
@@ -240,7 +242,7 @@ struct GpuSpmv<V>::Impl {
 
   // One traversal of plan building (the leaf counts reset first: both
   // traversals count into them). A queue that runs full on the reduced
-  // capacity (plan_queue_share) has the traversal run again with the full one.
+  // capacity (queue_share) has the traversal run again with the full one.
   void plan_traversal(const SpmvState<V>& st) {
     for (;;) {
       cuda_check(cudaMemsetAsync(counts.get(), 0, counts.size(), stream), "cudaMemsetAsync(leaf counts)");
@@ -393,11 +395,15 @@ struct GpuSpmv<V>::Impl {
     if ((rows > 0 && y == nullptr) || (a->cols() > 0 && x == nullptr))
       throw Error("spmv: x and y must be device pointers to op(A).cols() and op(A).rows() values, not null");
     const bool tiled = use_tiles && options.reuse_traversal && a->root() != null_ref && alpha != V(0);
-    if (rows > 0 && !tiled) {
-      const auto grid = static_cast<unsigned>(std::min<std::uint64_t>((rows + 255) / 256, 65536));
-      scale_y<V><<<grid, 256, 0, stream>>>(y, rows, beta);
-      cuda_check(cudaGetLastError(), "launch of scale_y");
+    // A traversal on reduced queues may have to run again: y as it was.
+    const bool save_y = !options.reuse_traversal && !full_queues && beta != V(0) && rows > 0 &&
+                        a->root() != null_ref && alpha != V(0);
+    if (save_y) {
+      if (y_saved.size() < rows * sizeof(V)) y_saved = DeviceBytes(rows * sizeof(V));
+      cuda_check(cudaMemcpyAsync(y_saved.get(), y, rows * sizeof(V), cudaMemcpyDeviceToDevice, stream),
+                 "cudaMemcpyAsync(y saved)");
     }
+    if (rows > 0 && !tiled) scale(y, rows, beta);
     ++stats.runs;
     if (a->root() == null_ref || alpha == V(0)) return;
     SpmvState<V> st = state(x, y, alpha);
@@ -436,7 +442,28 @@ struct GpuSpmv<V>::Impl {
       return;
     }
     rt->set_state(st);
-    rt->run();
+    try {
+      rt->run();
+    } catch (const runtime::QueueOverflow&) {
+      if (full_queues) throw;
+      runtime::log::debug("spmv: a queue ran full at the reduced capacity; the call runs again with the full one");
+      make_runtime(1);
+      ++stats.traversal_reruns;
+      if (save_y)
+        cuda_check(cudaMemcpyAsync(y, y_saved.get(), rows * sizeof(V), cudaMemcpyDeviceToDevice, stream),
+                   "cudaMemcpyAsync(y restored)");
+      scale(y, rows, beta);
+      rt->set_state(st);
+      rt->run();
+      y_saved = DeviceBytes();  // the full queues never overflow
+    }
+  }
+
+  // y = beta * y (beta == 0 writes zeros).
+  void scale(V* y, std::uint64_t rows, V beta) {
+    const auto grid = static_cast<unsigned>(std::min<std::uint64_t>((rows + 255) / 256, 65536));
+    scale_y<V><<<grid, 256, 0, stream>>>(y, rows, beta);
+    cuda_check(cudaGetLastError(), "launch of scale_y");
   }
 };
 

@@ -164,13 +164,13 @@ TEST(SpmvGpu, EveryControllerWithAndWithoutPlan) {
   }
 }
 
-// Building a plan starts with a sixteenth of the queue capacity that never
+// The runtime starts with a sixteenth of the queue capacity that never
 // overflows. Scattered one-entry leaves under the host loop (a whole level
 // enqueued before the next runs) overflow it: the traversal runs again with
-// the full capacity, the plan is right, and once built it keeps its lists,
+// the full capacity, the result is right, and a built plan keeps its lists,
 // not the runtime's queues (at the full capacity about 28 bytes per 16-byte
 // pool slot in each of six queues: ten times the pool).
-TEST(SpmvGpu, PlanQueuesGrowWhenFullAndAreReleased) {
+TEST(SpmvGpu, QueuesGrowWhenFullAndPlansReleaseThem) {
   const auto seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
   std::mt19937_64 rng(seed);
@@ -190,6 +190,19 @@ TEST(SpmvGpu, PlanQueuesGrowWhenFullAndAreReleased) {
   check<float>(host, plan, dev, 1.0f, 0.0f, rng, "scattered standard");
   dev.transpose();
   check<float>(host, plan, dev, 2.0f, 0.5f, rng, "scattered standard");
+  // Without a plan: the first call reruns (y restored where beta != 0), later
+  // calls run on the full queues.
+  opt.reuse_traversal = false;
+  dev.transpose();
+  ops::GpuSpmv<float> direct(dev, opt);
+  check<float>(host, direct, dev, 1.5f, -0.5f, rng, "scattered standard, no plan");
+  EXPECT_EQ(direct.stats().traversal_reruns, 1u);
+  check<float>(host, direct, dev, 1.0f, 0.0f, rng, "scattered standard, no plan");
+  EXPECT_EQ(direct.stats().traversal_reruns, 1u);
+  ops::GpuSpmv<float> direct_beta0(dev, opt);
+  check<float>(host, direct_beta0, dev, 2.0f, 0.0f, rng, "scattered standard, no plan, beta 0");
+  EXPECT_EQ(direct_beta0.stats().traversal_reruns, 1u);
+  opt.reuse_traversal = true;
   // A matrix whose leaves fit the reduced queues builds without a rerun.
   const Matrix<float> small = build_matrix(read_matrix_market<float>(matrices_dir() / "rajat01.mtx"));
   DeviceMatrix<float> dsmall(small);

@@ -56,9 +56,10 @@ struct SpmvOptions {
   // time went (RuntimeConfig::profile), read with last_run().profile.
   bool profile = false;
   // Slots of every runtime queue (rounded up to a power of two). 0: sized from
-  // A's pool so that no queue can overflow (building a plan starts with a
-  // sixteenth of that and runs a traversal again with all of it where a queue
-  // ran full; a plan releases its runtime once built). A smaller value bounds
+  // A's pool so that no queue can overflow, in two steps: the runtime starts
+  // with a sixteenth of that and a traversal that fills a queue runs again
+  // with all of it (a call without a plan saves y first where beta != 0); a
+  // plan releases its runtime once built. A smaller value bounds
   // the runtime's memory; a traversal that needs more stops with
   // runtime::QueueOverflow, and A, y and the device stay usable.
   std::uint32_t queue_capacity = 0;
@@ -73,7 +74,7 @@ struct SpmvPlanStats {
   std::array<std::uint64_t, 2> split_tiles{};  // of those, tiles that share their output block with others
   std::array<std::uint64_t, 2> tile_bytes{};  // their device memory (units, tiles), read by every call in that orientation
   double traversal_ms = 0;                 // plan building (two traversals, the rider and wide-order sorts), host clock
-  std::uint32_t traversal_reruns = 0;      // plan traversals run again with the full queue capacity (a queue ran full)
+  std::uint32_t traversal_reruns = 0;      // traversals run again with the full queue capacity (a queue ran full)
   std::uint64_t runs = 0;
 };
 
