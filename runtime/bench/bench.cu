@@ -2,10 +2,11 @@
 // per level of a chain of dependent items, and items per second for a tree of
 // tiny items and for a wide fan-out; then a real traversal: the SpMV of
 // generated matrices as one runtime run per call (real_traversal.hpp), with
-// its profile. Prints Markdown tables.
+// its profile; then the ops' latency on tiny matrices (op_latency.hpp).
+// Prints Markdown tables.
 //
 //   hisparse-rt-bench [--controller NAME] [--levels N] [--depth D] [--repeat R] [--blocks-per-sm N]
-//                     [--real SPEC]... [--no-real] [--real-precision f32,f64] [--profile]
+//                     [--real SPEC]... [--no-real] [--real-precision f32,f64] [--profile] [--op-calls N]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "op_latency.hpp"
 #include "real_traversal.hpp"
 #include "workloads.cuh"
 
@@ -42,6 +44,7 @@ struct Options {
     std::vector<std::string> real = {"laplace2d:n=4096", "rmat:scale=21"};
     std::vector<std::string> real_precisions = {"f32"};
     bool profile = false;  // print each real traversal's profile
+    std::uint32_t op_calls = 200;  // per op latency measurement; 0: none
 };
 
 std::vector<std::string> split_commas(const std::string& s) {
@@ -52,6 +55,19 @@ std::vector<std::string> split_commas(const std::string& s) {
         at = end + 1;
     }
     return out;
+}
+
+void print_op_latencies(const Options& o) {
+    const auto rows = rt::bench::measure_op_latencies(o.op_calls);
+    std::printf("\nop latency: a GPU op on a 1000 x 1000 matrix, empty or with one entry, f32: from the call to its "
+                "result ready (the op, then a stream synchronisation), host clock, median of %u calls after 5; on "
+                "a context (its cached runtimes, stream-ordered pool) and in the call-local form\n\n",
+                o.op_calls);
+    std::printf("| op | context, empty (us) | context, one entry (us) | call-local, empty (us) | call-local, one entry (us) |\n");
+    std::printf("| --- | --- | --- | --- | --- |\n");
+    for (const auto& r : rows)
+        std::printf("| %s | %.1f | %.1f | %.1f | %.1f |\n", r.op.c_str(), r.context_empty_us, r.context_one_us,
+                    r.local_empty_us, r.local_one_us);
 }
 
 void print_real_traversals(const Options& o) {
@@ -191,11 +207,12 @@ int main(int argc, char** argv) {
         } else if (a == "--no-real") o.real.clear();
         else if (a == "--real-precision") o.real_precisions = split_commas(next());
         else if (a == "--profile") o.profile = true;
+        else if (a == "--op-calls") o.op_calls = static_cast<std::uint32_t>(std::stoul(next()));
         else {
             std::fprintf(stderr,
                          "usage: hisparse-rt-bench [--controller dp|tail|persistent|host] [--levels N] "
                          "[--depth D] [--repeat R] [--blocks-per-sm N] [--real GENERATOR_SPEC]... [--no-real] "
-                         "[--real-precision f32,f64] [--profile]\n");
+                         "[--real-precision f32,f64] [--profile] [--op-calls N]\n");
             return 2;
         }
     }
@@ -237,6 +254,7 @@ int main(int argc, char** argv) {
                         r.empty_us, r.level_us, r.launches_per_level, r.tiny_items_per_s, r.wide_items_per_s);
         std::printf("\nfloor: one empty kernel launch and the event wait run() uses: %.1f us (median of %u)\n",
                     bare_launch_us(o.empty_runs), o.empty_runs);
+        if (o.op_calls != 0) print_op_latencies(o);
         if (!o.real.empty()) print_real_traversals(o);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "hisparse-rt-bench: %s\n", e.what());

@@ -121,6 +121,7 @@ ResolvedConfig resolve(const RuntimeConfig& config, const SetupDescription& setu
     r.local_stash = config.local_stash;
     r.watchdog = config.watchdog;
     r.profile = config.profile;
+    r.allocator = config.allocator;
 
     for (std::uint32_t p = 0; p < setup.procedures.size(); ++p) {
         const auto& proc = setup.procedures[p];

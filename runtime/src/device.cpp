@@ -177,4 +177,17 @@ bool wait_for(cudaEvent_t event, std::chrono::steady_clock::time_point deadline)
     }
 }
 
+namespace {
+class CachedDeviceAllocator final : public DeviceAllocator {
+public:
+    void* allocate(std::size_t bytes, cudaStream_t) override { return DeviceMemory::allocate(bytes); }
+    void deallocate(void* p, std::size_t bytes, cudaStream_t) noexcept override { DeviceMemory::release(p, bytes); }
+};
+}  // namespace
+
+std::shared_ptr<DeviceAllocator> cached_device_allocator() {
+    static const auto* a = new std::shared_ptr<DeviceAllocator>(std::make_shared<CachedDeviceAllocator>());
+    return *a;
+}
+
 }  // namespace hisparse::runtime

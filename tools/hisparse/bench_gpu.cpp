@@ -195,13 +195,19 @@ std::vector<BenchRecord> bench_spmv(const Matrix<V>& host, const std::string& na
       ops::spmv(c, dx.as<V>(), dy.as<V>());
       return rel_error<V>(dy, ref);
     };
-    record_copy("hisparse", a.pool_bytes(), [&] { return ops::copy(a); }, spmv_error);
-    record_copy("hisparse-rebuild", a.pool_bytes(), [&] { return ops::copy(a, ops::CopyOptions{true}); }, spmv_error);
+    // On a context (what a program that calls ops repeatedly uses), and the
+    // rebuild also in the call-local form, which sets everything up per call.
+    ops::Context ctx;
+    record_copy("hisparse", a.pool_bytes(), [&] { return ops::copy(ctx, a); }, spmv_error);
+    record_copy("hisparse-rebuild", a.pool_bytes(), [&] { return ops::copy(ctx, a, ops::CopyOptions{true}); }, spmv_error);
+    record_copy("hisparse-rebuild-no-context", a.pool_bytes(), [&] { return ops::copy(a, ops::CopyOptions{true}); },
+                spmv_error);
     if (o.controllers)
       for (runtime::Controller c : runtime::all_controllers) {
         if (!ops::gpu_controller_available(c)) continue;
         const std::string impl = "hisparse-rebuild-" + std::string(runtime::to_string(c));
-        record_copy(impl.c_str(), a.pool_bytes(), [&] { return ops::copy(a, ops::CopyOptions{true, c}); }, spmv_error);
+        record_copy(impl.c_str(), a.pool_bytes(), [&] { return ops::copy(ctx, a, ops::CopyOptions{true, c}); },
+                    spmv_error);
       }
     record_copy("csr-copy", alg1.bytes(), [&] { return alg1.arrays().copy(); },
                 [&](const CsrArrays<V>& c) { return alg1.arrays().same_bytes(c) ? 0.0 : INFINITY; });
@@ -217,6 +223,7 @@ std::vector<BenchRecord> bench_add(const Matrix<V>& ha, const Matrix<V>& hb, con
   DeviceMatrix<V> a(ha), b(hb);
   const CsrArrays<V> ca = CsrArrays<V>::upload(to_csr(ha)), cb = CsrArrays<V>::upload(to_csr(hb));
   const CusparseHandle handle;
+  ops::Context ctx;
   Recorder rec(name, precision_name<V>(), o);
   for (bool t : {false, true}) {
     if (a.transposed() != t) a.transpose();
@@ -233,16 +240,21 @@ std::vector<BenchRecord> bench_add(const Matrix<V>& ha, const Matrix<V>& hb, con
       rec.record(t ? "add_t" : "add", impl, a.rows(), a.cols(), ha.nnz() + hb.nnz(), bytes, err, err <= tol, timed, true);
     };
     // Bytes: both operands and the result, each implementation its own.
-    const DeviceMatrix<V> c = ops::add(a, b, alpha, beta);
+    // On a context (its runtime, counters and pool kept between calls), and
+    // in the call-local form, which sets everything up per call.
+    const DeviceMatrix<V> c = ops::add(ctx, a, b, alpha, beta);
     const std::uint64_t own_bytes = a.pool_bytes() + b.pool_bytes() + c.pool_bytes();
-    measure("hisparse", own_bytes, csr_difference(to_csr(c.download()), want), [&] { (void)ops::add(a, b, alpha, beta); });
+    measure("hisparse", own_bytes, csr_difference(to_csr(c.download()), want),
+            [&] { (void)ops::add(ctx, a, b, alpha, beta); });
+    measure("hisparse-no-context", own_bytes, csr_difference(to_csr(ops::add(a, b, alpha, beta).download()), want),
+            [&] { (void)ops::add(a, b, alpha, beta); });
     if (o.controllers)
       for (runtime::Controller ctl : runtime::all_controllers) {
         if (!ops::gpu_controller_available(ctl)) continue;
         const std::string impl = "hisparse-" + std::string(runtime::to_string(ctl));
         const ops::AddOptions ao{ctl};
-        measure(impl.c_str(), own_bytes, csr_difference(to_csr(ops::add(a, b, alpha, beta, ao).download()), want),
-                [&] { (void)ops::add(a, b, alpha, beta, ao); });
+        measure(impl.c_str(), own_bytes, csr_difference(to_csr(ops::add(ctx, a, b, alpha, beta, ao).download()), want),
+                [&] { (void)ops::add(ctx, a, b, alpha, beta, ao); });
       }
     const std::uint64_t csr_bytes = ca.bytes() + cb.bytes() + (want.rows + 1) * 4 + want.nnz() * (4 + sizeof(V));
     if (!t) {

@@ -43,9 +43,25 @@ DeviceBytes::DeviceBytes(std::size_t bytes, cudaStream_t stream, cudaMemPool_t p
     throw Error("CUDA error in cudaMallocFromPoolAsync: cudaErrorMemoryAllocation (out of memory, injected by a test)");
   cuda_check(cudaMallocFromPoolAsync(&ptr_, bytes, pool, stream), "cudaMallocFromPoolAsync");
 }
+DeviceBytes::DeviceBytes(std::size_t bytes, cudaStream_t stream, std::shared_ptr<runtime::DeviceAllocator> allocator)
+    : size_(bytes), stream_(stream), allocator_(std::move(allocator)) {
+  if (!bytes) return;
+  if (injected_failure_due())
+    throw Error("device allocation of " + std::to_string(bytes) + " bytes failed: out of memory (injected by a test)");
+  try {
+    ptr_ = allocator_->allocate(bytes, stream);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    (void)cudaGetLastError();
+    throw Error("device allocation of " + std::to_string(bytes) + " bytes failed: " + e.what());
+  }
+  if (!ptr_) throw Error("device allocation of " + std::to_string(bytes) + " bytes failed: the allocator returned null");
+}
 void DeviceBytes::release() noexcept {
   if (!ptr_) return;
-  if (pooled_) cudaFreeAsync(ptr_, stream_);
+  if (allocator_) allocator_->deallocate(ptr_, size_, stream_);
+  else if (pooled_) cudaFreeAsync(ptr_, stream_);
   else cudaFree(ptr_);
   ptr_ = nullptr;
 }
@@ -56,6 +72,7 @@ DeviceBytes& DeviceBytes::operator=(DeviceBytes&& o) noexcept {
     size_ = o.size_;
     stream_ = o.stream_;
     pooled_ = o.pooled_;
+    allocator_ = std::move(o.allocator_);
     o.ptr_ = nullptr;
     o.size_ = 0;
   }

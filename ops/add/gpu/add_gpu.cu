@@ -5,6 +5,7 @@
 #include "add_procedures.cuh"
 #include "hisparse/ops/add_gpu.hpp"
 #include "hisparse/ops/add_reference.hpp"
+#include "hisparse/ops/cached_runtime.cuh"
 #include "hisparse/runtime/runtime.cuh"
 
 namespace hisparse::ops {
@@ -29,21 +30,45 @@ struct Counters {
   unsigned flags;
 };
 
+// Kept in a Context between calls: the runtimes of both node-size classes
+// and the counters' device and pinned memory.
+template <class V>
+struct AddCache : Context::CacheEntry {
+  CachedRuntime<AddSetup<V, 7>, AddState<V>> rt7;
+  CachedRuntime<AddSetup<V, 8>, AddState<V>> rt8;
+  DeviceBytes counters;
+  runtime::PinnedBuffer done{sizeof(Counters)};
+};
+
+// A sixteenth of the never-overflowing queue bound first (the SpMV's rule,
+// perf-log R4 k): the bound is a slot per 16 bytes of both operands' pools,
+// gigabytes on the large families, and a context would keep it. A run that
+// fills a queue is repeated with all of it.
+inline constexpr std::uint64_t add_queue_share = 16;
+
 template <class Setup, class V>
-void run(const runtime::RuntimeConfig& cfg, const AddState<V>& st, const AddItem& root, cudaStream_t stream) {
-  runtime::Runtime<Setup, AddState<V>> rt(cfg, st, stream);
+void run(CachedRuntime<Setup, AddState<V>>& cached, Context& ctx, const runtime::RuntimeConfig& cfg,
+         const AddState<V>& st, const AddItem& root) {
+  auto& rt = cached.get(ctx, cfg, st);
   if (st.wide && st.depth == 2) rt.template seed<AddWide<V>>(root);
   else rt.template seed<typename Setup::template procedure_at<0>>(root);
-  rt.run();
+  try {
+    rt.run();
+  } catch (...) {
+    cached.reset();  // a stopped run leaves nothing worth keeping
+    throw;
+  }
 }
 
 }  // namespace
 
 template <class V>
-DeviceMatrix<V> add(const DeviceMatrix<V>& a, const DeviceMatrix<V>& b, V alpha, V beta, AddOptions options,
-                    cudaStream_t stream) {
+DeviceMatrix<V> add(Context& ctx, const DeviceMatrix<V>& a, const DeviceMatrix<V>& b, V alpha, V beta,
+                    AddOptions options) {
+  ctx.check_device("add");
   check_add_operands(a.rows(), a.cols(), 1u << a.shape().log2_node_size, b.rows(), b.cols(),
                      1u << b.shape().log2_node_size);
+  const cudaStream_t stream = ctx.stream();
   const std::uint32_t log2d = a.shape().log2_node_size;
   const Shape shape = Shape::make(a.rows(), a.cols(), 1u << log2d);
   const bool wide = a.wide_nodes() || b.wide_nodes();
@@ -53,17 +78,19 @@ DeviceMatrix<V> add(const DeviceMatrix<V>& a, const DeviceMatrix<V>& b, V alpha,
                       static_cast<std::uint8_t>(wide ? pool_flag_wide : 0), 0};
   };
   if (ra == null_ref && rb == null_ref) {
-    DeviceBytes pool(sizeof(PoolHeader));
+    DeviceBytes pool = ctx.allocate(sizeof(PoolHeader));
     const PoolHeader h = header_of(null_ref);
+    // From pageable memory: the call returns once `h` is staged.
     cuda_check(cudaMemcpyAsync(pool.get(), &h, sizeof(h), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync(header)");
-    cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(add)");
     return DeviceMatrix<V>::adopt(std::move(pool), shape, 0, null_ref, false, V(1), wide);
   }
 
+  auto& cache = ctx.cached<AddCache<V>>();
+  if (cache.counters.size() == 0) cache.counters = ctx.allocate(sizeof(Counters));
   const std::uint64_t scratch_entries = wide ? 2 * (a.nnz() + b.nnz()) : 0;
-  DeviceBytes scratch(scratch_entries * sizeof(WideEntry<V>));
-  DeviceBytes counters(sizeof(Counters));
-  auto* ct = counters.as<Counters>();
+  DeviceBytes scratch = ctx.allocate(scratch_entries * sizeof(WideEntry<V>));
+  auto* ct = cache.counters.template as<Counters>();
+  auto* done = cache.done.template as<Counters>();
 
   // Without wide nodes, an output node never takes more bytes than the two
   // it merges (a dense one bounds the output; sparse bytes are subadditive),
@@ -80,8 +107,9 @@ DeviceMatrix<V> add(const DeviceMatrix<V>& a, const DeviceMatrix<V>& b, V alpha,
   if (wide) capacity = round_up(capacity + capacity / 2, node_alignment);
   if (options.initial_pool_bytes != 0) capacity = round_up(std::max<std::uint64_t>(options.initial_pool_bytes, sizeof(PoolHeader)), node_alignment);
   capacity = capped(capacity);
+  std::uint64_t share = options.queue_capacity == 0 ? add_queue_share : 1;
   for (;;) {
-    DeviceBytes pool(capacity);
+    DeviceBytes pool = ctx.allocate(capacity);
     const Counters init{sizeof(PoolHeader), 0, 0, null_ref, 0};
     cuda_check(cudaMemcpyAsync(ct, &init, sizeof(init), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync(counters)");
     const AddState<V> st{{a.pool(), a.transposed(), alpha * a.scale()},
@@ -93,18 +121,23 @@ DeviceMatrix<V> add(const DeviceMatrix<V>& a, const DeviceMatrix<V>& b, V alpha,
     // Items in flight never outnumber the operands' nodes (16 bytes at least
     // each); the wide-sub-tree queue stays small in a pool without them.
     const auto slots = static_cast<std::uint32_t>(std::min<std::uint64_t>(
-        std::max<std::uint64_t>(1024, (a.pool_bytes() + b.pool_bytes()) / 16), 1u << 30));
+        std::max<std::uint64_t>(1024, (a.pool_bytes() + b.pool_bytes()) / 16 / share), 1u << 30));
     cfg.capacities = {slots, wide ? slots : 1024u};
     if (options.queue_capacity != 0) cfg.capacities = {options.queue_capacity, options.queue_capacity};
     const AddItem root{ra, rb, 0, 0, &ct->root};
-    if (log2d <= 7) run<AddSetup<V, 7>>(cfg, st, root, stream);
-    else run<AddSetup<V, 8>>(cfg, st, root, stream);
-    Counters done{};
-    cuda_check(cudaMemcpyAsync(&done, ct, sizeof(done), cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync(counters)");
+    try {
+      if (log2d <= 7) run<AddSetup<V, 7>>(cache.rt7, ctx, cfg, st, root);
+      else run<AddSetup<V, 8>>(cache.rt8, ctx, cfg, st, root);
+    } catch (const runtime::QueueOverflow&) {
+      if (share == 1) throw;
+      share = 1;  // the run wrote nothing the next one keeps: the counters start again
+      continue;
+    }
+    cuda_check(cudaMemcpyAsync(done, ct, sizeof(Counters), cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync(counters)");
     cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(add)");
-    if (done.flags & flag_scratch_too_small)
+    if (done->flags & flag_scratch_too_small)
       throw Error("add: wide sub-trees hold more entries than the operands' nnz (corrupt operand?)");
-    if (done.flags & flag_pool_too_small) {
+    if (done->flags & flag_pool_too_small) {
       if (capacity == limit)
         throw LimitError(limit == max_pool_bytes
                              ? std::string("add: the result needs a node pool larger than the 4 GiB limit")
@@ -113,21 +146,34 @@ DeviceMatrix<V> add(const DeviceMatrix<V>& a, const DeviceMatrix<V>& b, V alpha,
       capacity = capped(round_up(2 * capacity, node_alignment));
       continue;
     }
-    const PoolHeader h = header_of(done.root);
+    const Counters result = *done;
+    const PoolHeader h = header_of(result.root);
     cuda_check(cudaMemcpyAsync(pool.get(), &h, sizeof(h), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync(header)");
-    if (done.alloc != capacity) {
-      DeviceBytes exact(done.alloc);
-      cuda_check(cudaMemcpyAsync(exact.get(), pool.get(), done.alloc, cudaMemcpyDeviceToDevice, stream),
+    if (result.alloc != capacity) {
+      DeviceBytes exact = ctx.allocate(result.alloc);
+      cuda_check(cudaMemcpyAsync(exact.get(), pool.get(), result.alloc, cudaMemcpyDeviceToDevice, stream),
                  "cudaMemcpyAsync(pool)");
-      pool = std::move(exact);
+      pool = std::move(exact);  // the larger pool goes back in stream order, after the copy
     }
-    cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(add)");
-    return DeviceMatrix<V>::adopt(std::move(pool), shape, done.nnz, done.root, false, V(1), wide);
+    return DeviceMatrix<V>::adopt(std::move(pool), shape, result.nnz, result.root, false, V(1), wide);
   }
+}
+
+template <class V>
+DeviceMatrix<V> add(const DeviceMatrix<V>& a, const DeviceMatrix<V>& b, V alpha, V beta, AddOptions options,
+                    cudaStream_t stream) {
+  Context ctx(stream, runtime::synchronous_allocator());
+  DeviceMatrix<V> c = add(ctx, a, b, alpha, beta, options);
+  cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(add)");
+  return c;
 }
 
 template DeviceMatrix<float> add(const DeviceMatrix<float>&, const DeviceMatrix<float>&, float, float, AddOptions,
                                  cudaStream_t);
+template DeviceMatrix<float> add(Context&, const DeviceMatrix<float>&, const DeviceMatrix<float>&, float, float,
+                                 AddOptions);
+template DeviceMatrix<double> add(Context&, const DeviceMatrix<double>&, const DeviceMatrix<double>&, double, double,
+                                  AddOptions);
 template DeviceMatrix<double> add(const DeviceMatrix<double>&, const DeviceMatrix<double>&, double, double, AddOptions,
                                   cudaStream_t);
 

@@ -3,6 +3,7 @@
 
 #include "copy_procedures.cuh"
 #include "hisparse/ops/copy_gpu.hpp"
+#include "hisparse/ops/cached_runtime.cuh"
 #include "hisparse/runtime/runtime.cuh"
 
 namespace hisparse::ops {
@@ -19,69 +20,116 @@ struct Scratch {
   unsigned overflow;
 };
 
+// Kept in a Context between calls.
+template <class V>
+struct CopyCache : Context::CacheEntry {
+  CachedRuntime<CopySetup<V>, CopyState<V>> rt;
+  DeviceBytes scratch;
+  runtime::PinnedBuffer done{sizeof(Scratch)};
+};
+
+// A sixteenth of the never-overflowing queue bound first (as the add's).
+inline constexpr std::uint64_t copy_queue_share = 16;
+
 // Walks `a` through the runtime and writes every node into a fresh pool.
 template <class V>
-DeviceMatrix<V> rebuild(const DeviceMatrix<V>& a, bool transpose, bool apply_scale, CopyOptions options,
-                        cudaStream_t stream, bool keep_state) {
+DeviceMatrix<V> rebuild(Context& ctx, const DeviceMatrix<V>& a, bool transpose, bool apply_scale, CopyOptions options,
+                        bool keep_state) {
+  const cudaStream_t stream = ctx.stream();
   const Shape& s = a.shape();
   Shape out_shape = s;
   if (transpose) std::swap(out_shape.rows, out_shape.cols);
-  DeviceBytes pool(a.pool_bytes());
-  cuda_check(cudaMemsetAsync(pool.get(), 0, pool.size(), stream), "cudaMemsetAsync(pool)");
-  DeviceBytes scratch(sizeof(Scratch));
-  Scratch init{sizeof(PoolHeader), null_ref, 0};
-  cuda_check(cudaMemcpyAsync(scratch.get(), &init, sizeof(init), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync(scratch)");
-  auto* sc = scratch.as<Scratch>();
+  auto& cache = ctx.cached<CopyCache<V>>();
+  if (cache.scratch.size() == 0) cache.scratch = ctx.allocate(sizeof(Scratch));
+  auto* sc = cache.scratch.template as<Scratch>();
+  auto* done = cache.done.template as<Scratch>();
   // Transposing a wide node sorts it in two stable passes through a buffer;
   // each node uses the bytes at its own destination offset.
-  DeviceBytes sort_buffer(a.wide_nodes() && transpose ? a.pool_bytes() : 0);
-  if (a.root() != null_ref) {
-    CopyState<V> st{a.pool(), pool.as<std::byte>(), sort_buffer.as<std::byte>(), &sc->alloc, pool.size(), &sc->overflow,
-                    s.log2_node_size, s.depth, transpose, a.scale(), apply_scale};
+  DeviceBytes sort_buffer = ctx.allocate(a.wide_nodes() && transpose ? a.pool_bytes() : 0);
+  DeviceBytes pool = ctx.allocate(a.pool_bytes());
+  std::uint64_t share = options.queue_capacity == 0 ? copy_queue_share : 1;
+  for (;;) {
+    cuda_check(cudaMemsetAsync(pool.get(), 0, pool.size(), stream), "cudaMemsetAsync(pool)");
+    const Scratch init{sizeof(PoolHeader), null_ref, 0};
+    cuda_check(cudaMemcpyAsync(sc, &init, sizeof(init), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync(scratch)");
+    if (a.root() == null_ref) break;
+    const CopyState<V> st{a.pool(), pool.as<std::byte>(), sort_buffer.as<std::byte>(), &sc->alloc, pool.size(),
+                          &sc->overflow, s.log2_node_size, s.depth, transpose, a.scale(), apply_scale};
     runtime::RuntimeConfig cfg;
     cfg.controller = options.controller;
     cfg.default_capacity = static_cast<std::uint32_t>(std::min<std::uint64_t>(
-        std::max<std::uint64_t>(1024, a.pool_bytes() / 16), 1u << 30));
+        std::max<std::uint64_t>(1024, a.pool_bytes() / 16 / share), 1u << 30));
     if (options.queue_capacity != 0) cfg.default_capacity = options.queue_capacity;
-    runtime::Runtime<CopySetup<V>, CopyState<V>> rt(cfg, st, stream);
+    auto& rt = cache.rt.get(ctx, cfg, st);
     rt.template seed<CopyNode<V>>(CopyItem{a.root(), 0, &sc->root});
-    rt.run();
+    try {
+      rt.run();
+      break;
+    } catch (const runtime::QueueOverflow&) {
+      cache.rt.reset();
+      if (share == 1) throw;
+      share = 1;  // nodes written so far are written again
+    } catch (...) {
+      cache.rt.reset();
+      throw;
+    }
   }
-  Scratch done{};
-  cuda_check(cudaMemcpyAsync(&done, scratch.get(), sizeof(done), cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync(scratch)");
+  cuda_check(cudaMemcpyAsync(done, sc, sizeof(Scratch), cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync(scratch)");
   cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(copy)");
-  if (done.overflow || done.alloc != a.pool_bytes())
-    throw Error("copy: rebuilt pool holds " + std::to_string(done.alloc) + " bytes, the source " +
+  const Scratch result = *done;
+  if (result.overflow || result.alloc != a.pool_bytes())
+    throw Error("copy: rebuilt pool holds " + std::to_string(result.alloc) + " bytes, the source " +
                 std::to_string(a.pool_bytes()) + " (corrupt source pool?)");
-  const PoolHeader h{pool_magic, done.root, static_cast<std::uint8_t>(s.log2_node_size), static_cast<std::uint8_t>(s.depth),
+  const PoolHeader h{pool_magic, result.root, static_cast<std::uint8_t>(s.log2_node_size), static_cast<std::uint8_t>(s.depth),
                      sizeof(V), static_cast<std::uint8_t>(a.wide_nodes() ? pool_flag_wide : 0), 0};
+  // From pageable memory: the call returns once `h` is staged.
   cuda_check(cudaMemcpyAsync(pool.get(), &h, sizeof(h), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync(header)");
-  cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(header)");
-  return DeviceMatrix<V>::adopt(std::move(pool), out_shape, a.nnz(), done.root, keep_state && a.transposed(),
+  return DeviceMatrix<V>::adopt(std::move(pool), out_shape, a.nnz(), result.root, keep_state && a.transposed(),
                                 keep_state ? a.scale() : V(1), a.wide_nodes());
 }
 
 }  // namespace
 
 template <class V>
-DeviceMatrix<V> copy(const DeviceMatrix<V>& a, CopyOptions options, cudaStream_t stream) {
-  if (options.rebuild) return rebuild(a, false, false, options, stream, true);
-  DeviceBytes pool(a.pool_bytes());
-  cuda_check(cudaMemcpyAsync(pool.get(), a.pool(), a.pool_bytes(), cudaMemcpyDeviceToDevice, stream),
+DeviceMatrix<V> copy(Context& ctx, const DeviceMatrix<V>& a, CopyOptions options) {
+  ctx.check_device("copy");
+  if (options.rebuild) return rebuild(ctx, a, false, false, options, true);
+  DeviceBytes pool = ctx.allocate(a.pool_bytes());
+  cuda_check(cudaMemcpyAsync(pool.get(), a.pool(), a.pool_bytes(), cudaMemcpyDeviceToDevice, ctx.stream()),
              "cudaMemcpyAsync(pool copy)");
-  cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(copy)");
   return DeviceMatrix<V>::adopt(std::move(pool), a.shape(), a.nnz(), a.root(), a.transposed(), a.scale(),
                                 a.wide_nodes());
 }
 
 template <class V>
+DeviceMatrix<V> materialize(Context& ctx, const DeviceMatrix<V>& a, CopyOptions options) {
+  ctx.check_device("materialize");
+  return rebuild(ctx, a, a.transposed(), a.scale() != V(1), options, false);
+}
+
+template <class V>
+DeviceMatrix<V> copy(const DeviceMatrix<V>& a, CopyOptions options, cudaStream_t stream) {
+  Context ctx(stream, runtime::synchronous_allocator());
+  DeviceMatrix<V> c = copy(ctx, a, options);
+  cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(copy)");
+  return c;
+}
+
+template <class V>
 DeviceMatrix<V> materialize(const DeviceMatrix<V>& a, CopyOptions options, cudaStream_t stream) {
-  return rebuild(a, a.transposed(), a.scale() != V(1), options, stream, false);
+  Context ctx(stream, runtime::synchronous_allocator());
+  DeviceMatrix<V> c = materialize(ctx, a, options);
+  cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(materialize)");
+  return c;
 }
 
 template DeviceMatrix<float> copy(const DeviceMatrix<float>&, CopyOptions, cudaStream_t);
 template DeviceMatrix<double> copy(const DeviceMatrix<double>&, CopyOptions, cudaStream_t);
 template DeviceMatrix<float> materialize(const DeviceMatrix<float>&, CopyOptions, cudaStream_t);
 template DeviceMatrix<double> materialize(const DeviceMatrix<double>&, CopyOptions, cudaStream_t);
+template DeviceMatrix<float> copy(Context&, const DeviceMatrix<float>&, CopyOptions);
+template DeviceMatrix<double> copy(Context&, const DeviceMatrix<double>&, CopyOptions);
+template DeviceMatrix<float> materialize(Context&, const DeviceMatrix<float>&, CopyOptions);
+template DeviceMatrix<double> materialize(Context&, const DeviceMatrix<double>&, CopyOptions);
 
 }  // namespace hisparse::ops

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "hisparse/ops/cached_runtime.cuh"
 #include "hisparse/ops/spmv_gpu.hpp"
 #include "hisparse/runtime/runtime.cuh"
 #include "spmv_plan_agents.cuh"
@@ -179,18 +180,25 @@ runtime::RuntimeConfig config_for(const DeviceMatrix<V>& a, const SpmvOptions& o
   return cfg;
 }
 
+// The traversal's runtime, kept in the context for every plan and call on it.
+template <class V>
+struct SpmvCache : Context::CacheEntry {
+  CachedRuntime<SpmvSetup<V>, SpmvState<V>> rt;
+};
+
 }  // namespace
 
 template <class V>
 struct GpuSpmv<V>::Impl {
+  // A plan made without a context has one of its own (synchronous
+  // allocator), whose cached runtime it releases once built.
+  std::unique_ptr<Context> own_context;
+  Context* ctx;
   const DeviceMatrix<V>* a;
   SpmvOptions options;
   cudaStream_t stream;
-  // The traversal's runtime: kept for calls without a plan; a plan's is
-  // released once the plan is built (its queues are not used again).
-  std::optional<runtime::Runtime<SpmvSetup<V>, SpmvState<V>>> rt;
-  runtime::RunStats plan_run_stats;  // the recording traversal's, once rt is released
-  bool full_queues = true;           // rt's queues have the capacity that never overflows
+  runtime::RunStats run_stats;       // this plan's last traversal (the runtime is the context's)
+  std::uint64_t share = 1;           // the queues asked for: 1/share of the capacity that never overflows
   DeviceBytes y_saved;               // a call without a plan, on reduced queues, beta != 0: y before it
   DeviceBytes counts;  // items per recorded list (plan building)
   DeviceBytes lists;   // recorded items, lists back to back
@@ -213,8 +221,18 @@ struct GpuSpmv<V>::Impl {
   // leaves (each item flushes its own accumulators).
   std::uint32_t large_chunk = 128;
 
+  Impl(Context& c, const DeviceMatrix<V>& m, SpmvOptions o) : ctx(&c), a(&m), options(o), stream(c.stream()) { init(); }
   Impl(const DeviceMatrix<V>& m, SpmvOptions o, cudaStream_t s)
-      : a(&m), options(o), stream(s), counts(sizeof(unsigned long long) * plan_list_count) {
+      : own_context(std::make_unique<Context>(s, runtime::synchronous_allocator())),
+        ctx(own_context.get()), a(&m), options(o), stream(s) {
+    init();
+    // A plan's queues are not used again: released with the runtime.
+    if (options.reuse_traversal) own_context->release_cached();
+  }
+
+  void init() {
+    ctx->check_device("spmv");
+    counts = ctx->allocate(sizeof(unsigned long long) * plan_list_count);
     int device = 0;
     cuda_check(cudaGetDevice(&device), "cudaGetDevice");
     cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute(SMs)");
@@ -223,21 +241,24 @@ struct GpuSpmv<V>::Impl {
     cuda_check(cudaDeviceGetAttribute(&threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device),
                "cudaDeviceGetAttribute(threads per SM)");
     warp_slots = static_cast<std::uint64_t>(sms) * static_cast<std::uint64_t>(std::max(threads_per_sm, 32) / 32);
-    const std::uint64_t per_item = m.nnz() / (32ull * static_cast<std::uint64_t>(sms));
+    const std::uint64_t per_item = a->nnz() / (32ull * static_cast<std::uint64_t>(sms));
     large_chunk = static_cast<std::uint32_t>(std::clamp<std::uint64_t>((per_item + 127) / 128 * 128, 128, 1u << 16));
-    make_runtime(options.queue_capacity == 0 ? queue_share : 1);
-    if (options.reuse_traversal) {
-      build_plan();
-      plan_run_stats = rt->stats();
-      rt.reset();
-    }
+    share = options.queue_capacity == 0 ? queue_share : 1;
+    if (options.reuse_traversal) build_plan();
   }
 
-  void make_runtime(std::uint64_t share) {
-    rt.reset();  // the old queues go before the new ones are allocated
-    rt.emplace(config_for(*a, options, share), SpmvState<V>{}, stream);
-    full_queues = share == 1;
-    if (a->root() != null_ref) rt->template seed<InnerProcedure<V>>(inner_item(0, 0, a->root(), 0));
+  // One traversal on the context's runtime, seeded with A's root. A stopped
+  // run leaves the runtime dropped (nothing in it is worth keeping).
+  void traverse(const SpmvState<V>& st) {
+    auto& cached = ctx->cached<SpmvCache<V>>().rt;
+    auto& rt = cached.get(*ctx, config_for(*a, options, share), st);
+    rt.template seed<InnerProcedure<V>>(inner_item(0, 0, a->root(), 0));
+    try {
+      run_stats = rt.run();
+    } catch (...) {
+      cached.reset();
+      throw;
+    }
   }
 
   // One traversal of plan building (the leaf counts reset first: both
@@ -246,15 +267,14 @@ struct GpuSpmv<V>::Impl {
   void plan_traversal(const SpmvState<V>& st) {
     for (;;) {
       cuda_check(cudaMemsetAsync(counts.get(), 0, counts.size(), stream), "cudaMemsetAsync(leaf counts)");
-      rt->set_state(st);
       if (a->root() == null_ref) return;
       try {
-        rt->run();
+        traverse(st);
         return;
       } catch (const runtime::QueueOverflow&) {
-        if (full_queues) throw;
+        if (share == 1) throw;
         runtime::log::debug("spmv plan: a queue ran full at the reduced capacity; the traversal runs again with the full one");
-        make_runtime(1);
+        share = 1;
         ++stats.traversal_reruns;
       }
     }
@@ -289,7 +309,7 @@ struct GpuSpmv<V>::Impl {
     const auto t_counted = std::chrono::steady_clock::now();
     std::uint64_t total = 0;
     for (std::uint32_t l = 0; l < plan_list_count; ++l) total += n[l];
-    lists = DeviceBytes(std::max<std::uint64_t>(total, 1) * sizeof(NodeItem));
+    lists = ctx->allocate(std::max<std::uint64_t>(total, 1) * sizeof(NodeItem));
     std::uint64_t offset = 0;
     for (std::uint32_t b = 0; b < leaf_bin_count; ++b) {
       st.leaf_lists[b] = lists.as<NodeItem>() + offset;
@@ -326,7 +346,7 @@ struct GpuSpmv<V>::Impl {
       const std::uint64_t standard = n[bin_one] + n[bin_small] + n[bin_large] + n[bin_dense];
       const std::uint32_t min_fill = options.tiles == SpmvOptions::Tiles::always ? 0 : tile_unit_entries / 4;
       use_tiles = plan_tiles<V>(a->pool(), plan.items[bin_one], standard, n[bin_one] + n[bin_small], shape.rows,
-                                shape.cols, shape.log2_node_size, tile_units, min_fill, stream, tiles);
+                                shape.cols, shape.log2_node_size, tile_units, min_fill, *ctx, tiles);
     }
     if (use_tiles) {
       for (int o = 0; o < 2; ++o) {
@@ -340,7 +360,7 @@ struct GpuSpmv<V>::Impl {
     }
     const auto t_oriented = std::chrono::steady_clock::now();
     if (options.wide_column_order && wide_block_count > 0) {
-      wide_order = plan_wide_order(a->pool(), wide_blocks, wide_block_count, st.log2d, stream);
+      wide_order = plan_wide_order(a->pool(), wide_blocks, wide_block_count, st.log2d, *ctx);
       stats.wide_order_bytes = wide_order.bytes();
       stats.wide_column_runs = wide_order.column_runs;
     }
@@ -371,7 +391,7 @@ struct GpuSpmv<V>::Impl {
     const std::uint64_t extent = o == 0 ? shape.rows : shape.cols;
     const std::uint64_t blocks = (extent + shape.node_size() - 1) >> shape.log2_node_size;
     riders[o] = plan_riders(a->pool(), plan.items[bin_small], n_small, plan.items[bin_large], n_large, o == 1, blocks,
-                            stream);
+                            *ctx);
     // The riders' instance of run_plan spills more under the same register
     // bound, which every item pays: worth it only where riders carry a fair
     // share of the products (the circuit: 20%; the 27-point stencil: 0.006%,
@@ -396,10 +416,10 @@ struct GpuSpmv<V>::Impl {
       throw Error("spmv: x and y must be device pointers to op(A).cols() and op(A).rows() values, not null");
     const bool tiled = use_tiles && options.reuse_traversal && a->root() != null_ref && alpha != V(0);
     // A traversal on reduced queues may have to run again: y as it was.
-    const bool save_y = !options.reuse_traversal && !full_queues && beta != V(0) && rows > 0 &&
+    const bool save_y = !options.reuse_traversal && share != 1 && beta != V(0) && rows > 0 &&
                         a->root() != null_ref && alpha != V(0);
     if (save_y) {
-      if (y_saved.size() < rows * sizeof(V)) y_saved = DeviceBytes(rows * sizeof(V));
+      if (y_saved.size() < rows * sizeof(V)) y_saved = ctx->allocate(rows * sizeof(V));
       cuda_check(cudaMemcpyAsync(y_saved.get(), y, rows * sizeof(V), cudaMemcpyDeviceToDevice, stream),
                  "cudaMemcpyAsync(y saved)");
     }
@@ -441,20 +461,18 @@ struct GpuSpmv<V>::Impl {
       }
       return;
     }
-    rt->set_state(st);
     try {
-      rt->run();
+      traverse(st);
     } catch (const runtime::QueueOverflow&) {
-      if (full_queues) throw;
+      if (share == 1) throw;
       runtime::log::debug("spmv: a queue ran full at the reduced capacity; the call runs again with the full one");
-      make_runtime(1);
+      share = 1;
       ++stats.traversal_reruns;
       if (save_y)
         cuda_check(cudaMemcpyAsync(y, y_saved.get(), rows * sizeof(V), cudaMemcpyDeviceToDevice, stream),
                    "cudaMemcpyAsync(y restored)");
       scale(y, rows, beta);
-      rt->set_state(st);
-      rt->run();
+      traverse(st);
       y_saved = DeviceBytes();  // the full queues never overflow
     }
   }
@@ -470,6 +488,9 @@ struct GpuSpmv<V>::Impl {
 template <class V>
 GpuSpmv<V>::GpuSpmv(const DeviceMatrix<V>& a, SpmvOptions options, cudaStream_t stream)
     : impl_(std::make_unique<Impl>(a, options, stream)) {}
+template <class V>
+GpuSpmv<V>::GpuSpmv(Context& ctx, const DeviceMatrix<V>& a, SpmvOptions options)
+    : impl_(std::make_unique<Impl>(ctx, a, options)) {}
 template <class V>
 GpuSpmv<V>::~GpuSpmv() = default;
 template <class V>
@@ -489,7 +510,7 @@ const SpmvPlanStats& GpuSpmv<V>::stats() const {
 
 template <class V>
 const runtime::RunStats& GpuSpmv<V>::last_run() const {
-  return impl_->rt ? impl_->rt->stats() : impl_->plan_run_stats;
+  return impl_->run_stats;
 }
 
 template <class V>
@@ -501,9 +522,18 @@ void spmv(const DeviceMatrix<V>& a, const V* x, V* y, V alpha, V beta, SpmvOptio
   cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(spmv)");
 }
 
+template <class V>
+void spmv(Context& ctx, const DeviceMatrix<V>& a, const V* x, V* y, V alpha, V beta, SpmvOptions options) {
+  options.reuse_traversal = false;
+  GpuSpmv<V> plan(ctx, a, options);
+  plan(x, y, alpha, beta);
+}
+
 template class GpuSpmv<float>;
 template class GpuSpmv<double>;
 template void spmv(const DeviceMatrix<float>&, const float*, float*, float, float, SpmvOptions, cudaStream_t);
 template void spmv(const DeviceMatrix<double>&, const double*, double*, double, double, SpmvOptions, cudaStream_t);
+template void spmv(Context&, const DeviceMatrix<float>&, const float*, float*, float, float, SpmvOptions);
+template void spmv(Context&, const DeviceMatrix<double>&, const double*, double*, double, double, SpmvOptions);
 
 }  // namespace hisparse::ops

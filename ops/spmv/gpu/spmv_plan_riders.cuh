@@ -19,6 +19,7 @@
 #include <limits>
 
 #include "hisparse/formats/device_matrix.hpp"
+#include "hisparse/ops/context.hpp"
 #include "spmv_plan_agents.cuh"
 
 namespace hisparse::ops::spmv_gpu {
@@ -92,15 +93,16 @@ inline unsigned grid_for(std::uint64_t count) {
 }  // namespace rider_detail
 
 // The rider plan of one orientation (by_col: A^T) for `blocks` output
-// blocks. Synchronizes `stream`. Needs small_count and large_count below
+// blocks. Synchronizes the context's stream; memory from its allocator. Needs small_count and large_count below
 // 2^32 (the caller checks).
 inline RiderPlan plan_riders(const std::byte* pool, const NodeItem* small, std::uint64_t small_count,
                              const NodeItem* large, std::uint64_t large_count, bool by_col, std::uint64_t blocks,
-                             cudaStream_t stream) {
+                             const Context& ctx) {
   using namespace rider_detail;
+  const cudaStream_t stream = ctx.stream();
   RiderPlan out;
-  out.ranges = DeviceBytes(std::max<std::uint64_t>(blocks, 1) * sizeof(RiderRange));
-  out.items = DeviceBytes(std::max<std::uint64_t>(small_count, 1) * sizeof(NodeItem));
+  out.ranges = ctx.allocate(std::max<std::uint64_t>(blocks, 1) * sizeof(RiderRange));
+  out.items = ctx.allocate(std::max<std::uint64_t>(small_count, 1) * sizeof(NodeItem));
   auto* ranges = out.ranges.as<RiderRange>();
   const auto n = static_cast<std::uint32_t>(small_count), m = static_cast<std::uint32_t>(large_count);
   clear_ranges<<<grid_for(blocks), 256, 0, stream>>>(ranges, blocks);
@@ -112,9 +114,9 @@ inline RiderPlan plan_riders(const std::byte* pool, const NodeItem* small, std::
     mark_owners<<<grid_for(m), 256, 0, stream>>>(large, m, by_col, ranges);
     cuda_check(cudaGetLastError(), "launch of mark_owners (SpMV riders)");
   }
-  DeviceBytes keys(n * sizeof(std::uint64_t)), sorted_keys(n * sizeof(std::uint64_t));
-  DeviceBytes index(n * sizeof(std::uint32_t)), order(n * sizeof(std::uint32_t));
-  DeviceBytes riders(2 * sizeof(unsigned long long));
+  DeviceBytes keys = ctx.allocate(n * sizeof(std::uint64_t)), sorted_keys = ctx.allocate(n * sizeof(std::uint64_t));
+  DeviceBytes index = ctx.allocate(n * sizeof(std::uint32_t)), order = ctx.allocate(n * sizeof(std::uint32_t));
+  DeviceBytes riders = ctx.allocate(2 * sizeof(unsigned long long));
   cuda_check(cudaMemsetAsync(riders.get(), 0, riders.size(), stream), "cudaMemsetAsync(rider count)");
   sort_keys<<<grid_for(n), 256, 0, stream>>>(small, n, by_col, blocks, ranges, pool, keys.as<std::uint64_t>(),
                                              index.as<std::uint32_t>(), riders.as<unsigned long long>());
@@ -126,7 +128,7 @@ inline RiderPlan plan_riders(const std::byte* pool, const NodeItem* small, std::
   cuda_check(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys.as<std::uint64_t>(), sorted_keys.as<std::uint64_t>(),
                                              index.as<std::uint32_t>(), order.as<std::uint32_t>(), n, 0, end_bit, stream),
              "cub::DeviceRadixSort::SortPairs (size, SpMV riders)");
-  DeviceBytes temp(std::max<std::size_t>(temp_bytes, 1));
+  DeviceBytes temp = ctx.allocate(std::max<std::size_t>(temp_bytes, 1));
   cuda_check(cub::DeviceRadixSort::SortPairs(temp.get(), temp_bytes, keys.as<std::uint64_t>(), sorted_keys.as<std::uint64_t>(),
                                              index.as<std::uint32_t>(), order.as<std::uint32_t>(), n, 0, end_bit, stream),
              "cub::DeviceRadixSort::SortPairs (SpMV riders)");

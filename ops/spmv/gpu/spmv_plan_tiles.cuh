@@ -25,6 +25,7 @@
 #include <string>
 
 #include "hisparse/formats/device_matrix.hpp"
+#include "hisparse/ops/context.hpp"
 #include "hisparse/runtime/log.hpp"
 #include "spmv_tile_agent.cuh"
 
@@ -203,11 +204,11 @@ inline unsigned grid_of(std::uint64_t count) {
 
 inline void launched(const char* what) { cuda_check(cudaGetLastError(), what); }
 
-// Work memory of one call, carved from one allocation (cudaFree synchronizes:
-// one of them, not a dozen).
+// Work memory of one call, carved from one allocation (with the synchronous
+// allocator, cudaFree synchronizes: one of them, not a dozen).
 class Scratch {
  public:
-  explicit Scratch(std::size_t bytes) : mem_(std::max<std::size_t>(bytes, 1)) {}
+  Scratch(const Context& ctx, std::size_t bytes) : mem_(ctx.allocate(std::max<std::size_t>(bytes, 1))) {}
   template <class T>
   T* take(std::uint64_t count) {
     const std::size_t at = used_;
@@ -235,12 +236,13 @@ inline bool tiles_fit(std::uint64_t rows, std::uint64_t cols, std::uint32_t log2
 // are whole leaves (COO1 and small), the rest large and dense items. Both
 // orientations' plans, unless the leaves fill their units with fewer than
 // `min_fill` entries on average (then nothing is built and the result is
-// false). Synchronizes `stream`.
+// false). Synchronizes the context's stream; memory from its allocator.
 template <class V>
 bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t count, std::uint64_t first_chunked,
                 std::uint64_t rows, std::uint64_t cols, std::uint32_t log2d, std::uint32_t tile_units,
-                std::uint32_t min_fill, cudaStream_t stream, TilePlan<V> (&out)[2]) {
+                std::uint32_t min_fill, const Context& ctx, TilePlan<V> (&out)[2]) {
   using namespace tile_detail;
+  const cudaStream_t stream = ctx.stream();
   using clock = std::chrono::steady_clock;
   const auto ms = [](clock::time_point from) { return std::chrono::duration<double, std::milli>(clock::now() - from).count(); };
   const auto t0 = clock::now();
@@ -274,7 +276,7 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
              "cub::DeviceScan::ExclusiveScan (size, SpMV tiles)");
   const std::size_t temp_bytes = std::max({sort_bytes, scan_bytes, cut_scan_bytes});
   const std::size_t u32 = sizeof(std::uint32_t);
-  Scratch scratch(Scratch::size_of(1, sizeof(LeafTotals)) + 5 * Scratch::size_of(n_items, u32) +
+  Scratch scratch(ctx, Scratch::size_of(1, sizeof(LeafTotals)) + 5 * Scratch::size_of(n_items, u32) +
                   3 * Scratch::size_of(most_blocks + 1, u32) + 2 * Scratch::size_of(most_chunks + 1, sizeof(TileCounts)) +
                   Scratch::size_of(temp_bytes, 1));
   auto* totals = scratch.take<LeafTotals>(1);
@@ -341,11 +343,11 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
     TilePlan<V>& p = out[o];
     p.tile_count = sizes.tiles;
     p.split_tiles = sizes.split_tiles;
-    p.tiles = DeviceBytes((std::uint64_t{sizes.tiles} + 1) * sizeof(Tile));
-    p.units = DeviceBytes(std::max<std::uint64_t>(total.units, 1) * sizeof(TileUnit));
-    p.groups = DeviceBytes(std::max<std::uint64_t>(sizes.groups, 1) * sizeof(SplitGroup));
-    p.arrivals = DeviceBytes(std::max<std::uint64_t>(sizes.groups, 1) * sizeof(unsigned));
-    p.sums = DeviceBytes(std::max<std::uint64_t>(std::uint64_t{sizes.slots} << log2d, 1) * sizeof(V));
+    p.tiles = ctx.allocate((std::uint64_t{sizes.tiles} + 1) * sizeof(Tile));
+    p.units = ctx.allocate(std::max<std::uint64_t>(total.units, 1) * sizeof(TileUnit));
+    p.groups = ctx.allocate(std::max<std::uint64_t>(sizes.groups, 1) * sizeof(SplitGroup));
+    p.arrivals = ctx.allocate(std::max<std::uint64_t>(sizes.groups, 1) * sizeof(unsigned));
+    p.sums = ctx.allocate(std::max<std::uint64_t>(std::uint64_t{sizes.slots} << log2d, 1) * sizeof(V));
     cut.tiles = p.tiles.template as<Tile>();
     cut.groups = p.groups.template as<SplitGroup>();
     cut_tiles<<<grid_of(chunks + 1), 256, 0, stream>>>(cut, chunks, nullptr, at);

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "hisparse/formats/device_matrix.hpp"
+#include "hisparse/ops/context.hpp"
 #include "spmv_plan_agents.cuh"
 
 namespace hisparse::ops::spmv_gpu {
@@ -97,15 +98,16 @@ __global__ void __launch_bounds__(wide_block_threads) sort_chunks(const std::byt
 }  // namespace wide_order_detail
 
 // The column order of `count` whole-block chunk items (list_wide_blocks) of a
-// pool with node size 2^log2d. Synchronizes `stream`.
+// pool with node size 2^log2d. Synchronizes the context's stream; memory from its allocator.
 inline WideOrder plan_wide_order(const std::byte* pool, const NodeItem* items, std::uint64_t count, std::uint32_t log2d,
-                                 cudaStream_t stream) {
+                                 const Context& ctx) {
   using namespace wide_order_detail;
+  const cudaStream_t stream = ctx.stream();
   WideOrder out;
   if (count == 0) return out;
   if (count > 0x7fffffffu) throw Error("spmv: more than 2^31 wide-node chunks");
-  DeviceBytes len(count * sizeof(std::uint64_t));
-  out.first = DeviceBytes(count * sizeof(std::uint64_t));
+  DeviceBytes len = ctx.allocate(count * sizeof(std::uint64_t));
+  out.first = ctx.allocate(count * sizeof(std::uint64_t));
   const auto grid = static_cast<unsigned>(std::clamp<std::uint64_t>((count + 255) / 256, 1, 4096));
   padded_lengths<<<grid, 256, 0, stream>>>(pool, items, count, len.as<std::uint64_t>());
   cuda_check(cudaGetLastError(), "launch of padded_lengths (SpMV wide order)");
@@ -113,7 +115,7 @@ inline WideOrder plan_wide_order(const std::byte* pool, const NodeItem* items, s
   cuda_check(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, len.as<std::uint64_t>(), out.first.as<std::uint64_t>(),
                                            count, stream),
              "cub::DeviceScan::ExclusiveSum (size, SpMV wide order)");
-  DeviceBytes temp(std::max<std::size_t>(temp_bytes, 1));
+  DeviceBytes temp = ctx.allocate(std::max<std::size_t>(temp_bytes, 1));
   cuda_check(cub::DeviceScan::ExclusiveSum(temp.get(), temp_bytes, len.as<std::uint64_t>(), out.first.as<std::uint64_t>(),
                                            count, stream),
              "cub::DeviceScan::ExclusiveSum (SpMV wide order)");
@@ -126,8 +128,8 @@ inline WideOrder plan_wide_order(const std::byte* pool, const NodeItem* items, s
              "cudaMemcpyAsync(wide order size)");
   cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(SpMV wide order size)");
   out.entries = tail[0] + tail[1];
-  out.order = DeviceBytes(std::max<std::uint64_t>(out.entries, 4) * sizeof(std::uint16_t));
-  DeviceBytes runs(sizeof(unsigned long long));
+  out.order = ctx.allocate(std::max<std::uint64_t>(out.entries, 4) * sizeof(std::uint16_t));
+  DeviceBytes runs = ctx.allocate(sizeof(unsigned long long));
   cuda_check(cudaMemsetAsync(runs.get(), 0, runs.size(), stream), "cudaMemsetAsync(wide column runs)");
   sort_chunks<<<static_cast<unsigned>(count), wide_block_threads, 0, stream>>>(
       pool, items, out.first.as<std::uint64_t>(), out.order.as<std::uint16_t>(), static_cast<int>(2 * log2d),

@@ -4,11 +4,14 @@
 // checks are unit-tested on machines without a GPU.
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace hisparse::runtime {
+
+class DeviceAllocator;  // allocator.hpp
 
 // The controller decides when worker blocks run on which queue. It is a policy
 // of the runtime: the procedures are the same for all four.
@@ -66,6 +69,11 @@ struct RuntimeConfig {
     // spent on them; per queue, its fill over time. Costs two clock reads and
     // a few atomics per batch; off, nothing.
     bool profile = false;
+    // Where the queues' memory (the runtime's only large allocation) comes
+    // from, on the runtime's stream; null: cudaMalloc through the runtime's
+    // block cache (device.hpp). The few control blocks of a run (under 4 KiB
+    // each) always come from that cache.
+    std::shared_ptr<DeviceAllocator> allocator;
 };
 
 // What the host needs to know about a compile-time setup (built by
@@ -114,6 +122,7 @@ struct ResolvedConfig {
     bool local_stash = true;
     std::chrono::milliseconds watchdog{0};
     bool profile = false;
+    std::shared_ptr<DeviceAllocator> allocator;  // null: the runtime's block cache
     std::vector<ResolvedQueue> queues;
 };
 

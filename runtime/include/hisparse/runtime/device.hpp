@@ -9,6 +9,7 @@
 #include <source_location>
 #include <utility>
 
+#include "allocator.hpp"
 #include "config.hpp"
 #include "error.hpp"
 
@@ -41,6 +42,10 @@ struct PinnedMemory {  // cudaMallocHost: asynchronous copies from and to it are
     static void* allocate(std::size_t bytes);
     static void release(void* p, std::size_t bytes) noexcept;
 };
+
+// DeviceMemory as a DeviceAllocator (stream ignored): the queues' memory of a
+// Runtime whose config names no allocator.
+[[nodiscard]] std::shared_ptr<DeviceAllocator> cached_device_allocator();
 
 // Frees every cached block. Call it before cudaDeviceReset (which would
 // leave the cache holding pointers into a destroyed context); harmless at

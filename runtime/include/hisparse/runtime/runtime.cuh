@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "allocator.hpp"
 #include "config.hpp"
 #include "context.cuh"
 #include "device.hpp"
@@ -97,7 +98,12 @@ public:
     }
     [[nodiscard]] const State& state() const noexcept { return state_; }
 
-    void set_stream(cudaStream_t stream) noexcept { stream_ = stream; }
+    // Between runs (run() returns with the stream idle); the queues' memory is
+    // then returned on this stream.
+    void set_stream(cudaStream_t stream) noexcept {
+        stream_ = stream;
+        for (auto& s : storage_) s.set_stream(stream);
+    }
     [[nodiscard]] cudaStream_t stream() const noexcept { return stream_; }
 
     // Items every run starts with. Seeds stay until clear_seeds(), so repeated
@@ -260,7 +266,8 @@ private:
         for (std::uint32_t q = 0; q < queue_count; ++q) {
             const auto& rq = config_.queues[q];
             const std::size_t payload = description_.procedures[rq.procedure].payload_bytes;
-            storage_.emplace_back(std::size_t{rq.capacity} * (sizeof(unsigned) + payload));
+            storage_.emplace_back(std::size_t{rq.capacity} * (sizeof(unsigned) + payload),
+                                  config_.allocator ? config_.allocator : cached_device_allocator(), stream_);
         }
         // The megakernel's dynamic shared memory: the hungriest procedure's,
         // then the local stash where it fits (it is an optimisation: without
@@ -526,7 +533,7 @@ private:
     DeviceBuffer queue_counters_;
     DeviceBuffer run_block_;
     DeviceBuffer device_state_;
-    std::vector<DeviceBuffer> storage_;
+    std::vector<AllocatedBuffer> storage_;  // the queues, from RuntimeConfig::allocator
     PinnedBuffer host_run_block_;
     PinnedBuffer host_flags_;
     PinnedBuffer host_counters_;

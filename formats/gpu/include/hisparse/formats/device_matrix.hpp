@@ -6,9 +6,11 @@
 #include <cuda_runtime.h>
 
 #include <filesystem>
+#include <memory>
 #include <string>
 
 #include "hisparse/formats/matrix.hpp"
+#include "hisparse/runtime/allocator.hpp"
 
 namespace hisparse {
 
@@ -32,16 +34,21 @@ struct DeviceMatrixRef {
 // negative n turns injection off (the default). Process-wide.
 void inject_device_bytes_failure(long n);
 
-// Device memory owned by one object: cudaMalloc / cudaFree, or stream-ordered
+// Device memory owned by one object: cudaMalloc / cudaFree; or stream-ordered
 // from a memory pool (cudaMallocFromPoolAsync, freed by cudaFreeAsync on the
 // same stream: no device-wide synchronisation, as cudaFree has), for work
-// memory that lives within one call.
+// memory that lives within one call; or from a DeviceAllocator (a Context's),
+// returned to it on the stream it was allocated on (that stream must still
+// exist then: as RMM's device_buffer), the allocator kept alive meanwhile.
 class DeviceBytes {
  public:
   DeviceBytes() = default;
   explicit DeviceBytes(std::size_t bytes);
   DeviceBytes(std::size_t bytes, cudaStream_t stream, cudaMemPool_t pool);
-  DeviceBytes(DeviceBytes&& o) noexcept : ptr_(o.ptr_), size_(o.size_), stream_(o.stream_), pooled_(o.pooled_) {
+  // Failures (the allocator's exceptions) become hisparse::Error.
+  DeviceBytes(std::size_t bytes, cudaStream_t stream, std::shared_ptr<runtime::DeviceAllocator> allocator);
+  DeviceBytes(DeviceBytes&& o) noexcept
+      : ptr_(o.ptr_), size_(o.size_), stream_(o.stream_), pooled_(o.pooled_), allocator_(std::move(o.allocator_)) {
     o.ptr_ = nullptr;
     o.size_ = 0;
   }
@@ -60,6 +67,7 @@ class DeviceBytes {
   std::size_t size_ = 0;
   cudaStream_t stream_ = nullptr;
   bool pooled_ = false;
+  std::shared_ptr<runtime::DeviceAllocator> allocator_;
 };
 
 template <class V>

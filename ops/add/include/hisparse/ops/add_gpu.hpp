@@ -11,15 +11,18 @@
 #include <cuda_runtime.h>
 
 #include "hisparse/formats/device_matrix.hpp"
+#include "hisparse/ops/context.hpp"
 #include "hisparse/runtime/config.hpp"
 
 namespace hisparse::ops {
 
 struct AddOptions {
   runtime::Controller controller = runtime::Controller::persistent;
-  // Slots of every runtime queue. 0: sized from the operands' pools so that
-  // no queue can overflow; a smaller value bounds the runtime's memory, and a
-  // traversal that needs more stops with runtime::QueueOverflow.
+  // Slots of every runtime queue. 0: sized from the operands' pools, a
+  // sixteenth of the bound that no queue can overflow first and, where a
+  // queue runs full, the run repeated with all of it; a value bounds the
+  // runtime's memory, and a traversal that needs more stops with
+  // runtime::QueueOverflow.
   std::uint32_t queue_capacity = 0;
   // The result pool of the first run. 0: the operands' pools together (1.5x
   // with wide nodes), which suffices but where wide sub-trees change form. A
@@ -38,6 +41,19 @@ struct AddOptions {
 // (the host writer's limit, max_pool_bytes). NaN values compare as NaN,
 // not bit for bit: the GPU's arithmetic returns a canonical NaN where the
 // host's keeps a payload.
+//
+// On a context: the operands must be ready in the context's stream order.
+// Synchronises the stream once, after the traversal, to read the result's
+// size (and again only where a pool was short or a queue ran full: the run
+// is repeated); returns with the result's last writes (header, the pool cut
+// to size) queued on the stream. Its runtime, counters and queues stay in the
+// context for the next call; all memory comes from the context's allocator.
+template <class V>
+DeviceMatrix<V> add(Context& ctx, const DeviceMatrix<V>& a, const DeviceMatrix<V>& b, V alpha = V(1),
+                    V beta = V(1), AddOptions options = {});
+
+// The same on a call-local context (cudaMalloc'd memory, nothing cached),
+// synchronised before it returns.
 template <class V>
 DeviceMatrix<V> add(const DeviceMatrix<V>& a, const DeviceMatrix<V>& b, V alpha = V(1), V beta = V(1),
                     AddOptions options = {}, cudaStream_t stream = nullptr);

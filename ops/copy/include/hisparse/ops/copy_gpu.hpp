@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include "hisparse/formats/device_matrix.hpp"
+#include "hisparse/ops/context.hpp"
 #include "hisparse/runtime/config.hpp"
 
 namespace hisparse::ops {
@@ -23,11 +24,25 @@ struct CopyOptions {
   bool rebuild = false;
   runtime::Controller controller = runtime::Controller::persistent;
   // Slots of every runtime queue when rebuilding. 0: sized from the source
-  // pool so that no queue can overflow; a smaller value bounds the runtime's
-  // memory, and a traversal that needs more stops with runtime::QueueOverflow.
+  // pool, a sixteenth of the bound that no queue can overflow first and, where
+  // a queue runs full, the walk repeated with all of it; a value bounds the
+  // runtime's memory, and a traversal that needs more stops with
+  // runtime::QueueOverflow.
   std::uint32_t queue_capacity = 0;
 };
 
+// On a context: `a` must be ready in the context's stream order. The pool
+// copy does not synchronise; rebuild and materialize synchronise the stream
+// once, after the walk (its counters are checked on the host), and return
+// with the header's write queued. Memory from the context's allocator; the
+// rebuilding runtime stays in the context.
+template <class V>
+DeviceMatrix<V> copy(Context& ctx, const DeviceMatrix<V>& a, CopyOptions options = {});
+template <class V>
+DeviceMatrix<V> materialize(Context& ctx, const DeviceMatrix<V>& a, CopyOptions options = {});
+
+// The same on a call-local context (cudaMalloc'd memory, nothing cached),
+// synchronised before they return.
 template <class V>
 DeviceMatrix<V> copy(const DeviceMatrix<V>& a, CopyOptions options = {}, cudaStream_t stream = nullptr);
 

@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "hisparse/formats/device_matrix.hpp"
+#include "hisparse/ops/context.hpp"
 #include "hisparse/runtime/config.hpp"
 
 namespace hisparse::ops {
@@ -84,6 +85,14 @@ class GpuSpmv {
   // Keeps a reference to `a`: it must outlive the plan; its state (transpose,
   // scale) is read at every call, so transposing needs no new plan.
   explicit GpuSpmv(const DeviceMatrix<V>& a, SpmvOptions options = {}, cudaStream_t stream = nullptr);
+  // On a context (which must outlive the plan): the plan's memory comes from
+  // its allocator, the traversals run on its cached runtime (kept for the
+  // next plan or call), calls run on its stream as it was at construction.
+  // Building synchronises the stream (the leaf counts and tile sizes are
+  // read on the host); with the reused traversal every call is then
+  // asynchronous, allocates nothing and can be captured into a CUDA graph.
+  // Without it every call is a runtime run, which waits for its end.
+  GpuSpmv(Context& ctx, const DeviceMatrix<V>& a, SpmvOptions options = {});
   ~GpuSpmv();
   GpuSpmv(GpuSpmv&&) noexcept;
   GpuSpmv& operator=(GpuSpmv&&) noexcept;
@@ -104,7 +113,13 @@ class GpuSpmv {
   std::unique_ptr<Impl> impl_;
 };
 
-// One-shot convenience: builds a plan, runs it once, synchronizes.
+// One-shot convenience: one runtime traversal (no plan is recorded). On a
+// context: its cached runtime, returning when the traversal has ended (a
+// runtime run waits for its end); without one: a runtime made for the call,
+// then a synchronisation.
+template <class V>
+void spmv(Context& ctx, const DeviceMatrix<V>& a, const V* x, V* y, V alpha = V(1), V beta = V(0),
+          SpmvOptions options = {});
 template <class V>
 void spmv(const DeviceMatrix<V>& a, const V* x, V* y, V alpha = V(1), V beta = V(0), SpmvOptions options = {},
           cudaStream_t stream = nullptr);
