@@ -63,11 +63,12 @@ void print_op_latencies(const Options& o) {
                 "result ready (the op, then a stream synchronisation), host clock, median of %u calls after 5; on "
                 "a context (its cached runtimes, stream-ordered pool) and in the call-local form\n\n",
                 o.op_calls);
-    std::printf("| op | context, empty (us) | context, one entry (us) | call-local, empty (us) | call-local, one entry (us) |\n");
-    std::printf("| --- | --- | --- | --- | --- |\n");
+    std::printf("| op | context, empty (us) | context, one entry (us) | context, one entry, standard nodes (us) | "
+                "call-local, empty (us) | call-local, one entry (us) |\n");
+    std::printf("| --- | --- | --- | --- | --- | --- |\n");
     for (const auto& r : rows)
-        std::printf("| %s | %.1f | %.1f | %.1f | %.1f |\n", r.op.c_str(), r.context_empty_us, r.context_one_us,
-                    r.local_empty_us, r.local_one_us);
+        std::printf("| %s | %.1f | %.1f | %.1f | %.1f | %.1f |\n", r.op.c_str(), r.context_empty_us, r.context_one_us,
+                    r.context_one_standard_us, r.local_empty_us, r.local_one_us);
 }
 
 void print_real_traversals(const Options& o) {

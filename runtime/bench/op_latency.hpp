@@ -13,6 +13,7 @@ struct OpLatencyRow {
     std::string op;
     double context_empty_us = 0.0;  // medians
     double context_one_us = 0.0;
+    double context_one_standard_us = 0.0;  // the one entry in standard nodes (no wide node)
     double local_empty_us = 0.0;
     double local_one_us = 0.0;
 };

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <string>
 
 #include "hisparse/formats/builder.hpp"
 #include "hisparse/formats/device_matrix.hpp"
@@ -50,7 +51,10 @@ std::vector<OpLatencyRow> measure_op_latencies(unsigned calls) {
   Coo<float> empty{1000, 1000, {}, {}, {}};
   Coo<float> one = empty;
   one.push(3, 7, 1.5f);
-  Operand m[2] = {Operand(build_matrix(empty)), Operand(build_matrix(one))};
+  // The one-entry matrix twice: the default build (a wide node: the whole
+  // matrix one COOW node) and the standard node types (an inner node and a leaf).
+  Operand m[3] = {Operand(build_matrix(empty)), Operand(build_matrix(one)),
+                  Operand(build_matrix(one, BuildOptions{.wide_nodes = false}))};
   ops::Context ctx;
   const cudaStream_t s = ctx.stream();
   std::vector<OpLatencyRow> rows;
@@ -60,22 +64,34 @@ std::vector<OpLatencyRow> measure_op_latencies(unsigned calls) {
     r.op = name;
     r.context_empty_us = median_us([&] { f(m[0], true); }, calls, s);
     r.context_one_us = median_us([&] { f(m[1], true); }, calls, s);
+    r.context_one_standard_us = median_us([&] { f(m[2], true); }, calls, s);
     r.local_empty_us = median_us([&] { f(m[0], false); }, calls, s);
     r.local_one_us = median_us([&] { f(m[1], false); }, calls, s);
     rows.push_back(r);
   };
   {
-    ops::GpuSpmv<float> plans[2][2] = {{ops::GpuSpmv<float>(ctx, m[0].a), ops::GpuSpmv<float>(m[0].a)},
-                                       {ops::GpuSpmv<float>(ctx, m[1].a), ops::GpuSpmv<float>(m[1].a)}};
-    row("SpMV through a plan", [&](Operand& o, bool c) {
-      plans[&o == &m[1]][c ? 0 : 1](o.x.as<float>(), o.y.as<float>());
-    });
+    ops::GpuSpmv<float> plans[3][2] = {{ops::GpuSpmv<float>(ctx, m[0].a), ops::GpuSpmv<float>(m[0].a)},
+                                       {ops::GpuSpmv<float>(ctx, m[1].a), ops::GpuSpmv<float>(m[1].a)},
+                                       {ops::GpuSpmv<float>(ctx, m[2].a), ops::GpuSpmv<float>(m[2].a)}};
+    row("SpMV through a plan", [&](Operand& o, bool c) { plans[&o - m][c ? 0 : 1](o.x.as<float>(), o.y.as<float>()); });
   }
   row("SpMV, one runtime traversal", [&](Operand& o, bool c) {
     if (c) ops::spmv(ctx, o.a, o.x.as<float>(), o.y.as<float>());
     else ops::spmv(o.a, o.x.as<float>(), o.y.as<float>());
   });
   row("add", [&](Operand& o, bool c) { (void)(c ? ops::add(ctx, o.a, o.a) : ops::add(o.a, o.a)); });
+  // The other controllers of the runtime ops, for the choice of defaults on tiny inputs.
+  for (runtime::Controller k : {runtime::Controller::host_loop, runtime::Controller::persistent}) {
+    const std::string name = "add, " + std::string(runtime::to_string(k));
+    const ops::AddOptions ao{k};
+    row(name.c_str(), [&](Operand& o, bool c) { (void)(c ? ops::add(ctx, o.a, o.a, 1.0f, 1.0f, ao) : ops::add(o.a, o.a, 1.0f, 1.0f, ao)); });
+    const std::string sname = "SpMV traversal, " + std::string(runtime::to_string(k));
+    const ops::SpmvOptions so{.controller = k};
+    row(sname.c_str(), [&](Operand& o, bool c) {
+      if (c) ops::spmv(ctx, o.a, o.x.as<float>(), o.y.as<float>(), 1.0f, 0.0f, so);
+      else ops::spmv(o.a, o.x.as<float>(), o.y.as<float>(), 1.0f, 0.0f, so);
+    });
+  }
   row("copy", [&](Operand& o, bool c) { (void)(c ? ops::copy(ctx, o.a) : ops::copy(o.a)); });
   row("copy, rebuilt", [&](Operand& o, bool c) {
     (void)(c ? ops::copy(ctx, o.a, {.rebuild = true}) : ops::copy(o.a, {.rebuild = true}));

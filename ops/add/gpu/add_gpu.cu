@@ -1,5 +1,6 @@
 // Dispatch layer of GPU sparse add.
 #include <algorithm>
+#include <chrono>
 #include <string>
 
 #include "add_procedures.cuh"
@@ -85,6 +86,10 @@ DeviceMatrix<V> add(Context& ctx, const DeviceMatrix<V>& a, const DeviceMatrix<V
     return DeviceMatrix<V>::adopt(std::move(pool), shape, 0, null_ref, false, V(1), wide);
   }
 
+  // Phases at debug level (HISPARSE_RUNTIME_LOG=debug): where a call's time goes.
+  const bool timed = runtime::log::enabled(runtime::log::Level::debug);
+  using clock = std::chrono::steady_clock;
+  const auto t0 = timed ? clock::now() : clock::time_point{};
   auto& cache = ctx.cached<AddCache<V>>();
   if (cache.counters.size() == 0) cache.counters = ctx.allocate(sizeof(Counters));
   const std::uint64_t scratch_entries = wide ? 2 * (a.nnz() + b.nnz()) : 0;
@@ -125,6 +130,7 @@ DeviceMatrix<V> add(Context& ctx, const DeviceMatrix<V>& a, const DeviceMatrix<V
     cfg.capacities = {slots, wide ? slots : 1024u};
     if (options.queue_capacity != 0) cfg.capacities = {options.queue_capacity, options.queue_capacity};
     const AddItem root{ra, rb, 0, 0, &ct->root};
+    const auto t_setup = timed ? clock::now() : clock::time_point{};
     try {
       if (log2d <= 7) run<AddSetup<V, 7>>(cache.rt7, ctx, cfg, st, root);
       else run<AddSetup<V, 8>>(cache.rt8, ctx, cfg, st, root);
@@ -133,8 +139,10 @@ DeviceMatrix<V> add(Context& ctx, const DeviceMatrix<V>& a, const DeviceMatrix<V
       share = 1;  // the run wrote nothing the next one keeps: the counters start again
       continue;
     }
+    const auto t_run = timed ? clock::now() : clock::time_point{};
     cuda_check(cudaMemcpyAsync(done, ct, sizeof(Counters), cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync(counters)");
     cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(add)");
+    const auto t_read = timed ? clock::now() : clock::time_point{};
     if (done->flags & flag_scratch_too_small)
       throw Error("add: wide sub-trees hold more entries than the operands' nnz (corrupt operand?)");
     if (done->flags & flag_pool_too_small) {
@@ -154,6 +162,11 @@ DeviceMatrix<V> add(Context& ctx, const DeviceMatrix<V>& a, const DeviceMatrix<V
       cuda_check(cudaMemcpyAsync(exact.get(), pool.get(), result.alloc, cudaMemcpyDeviceToDevice, stream),
                  "cudaMemcpyAsync(pool)");
       pool = std::move(exact);  // the larger pool goes back in stream order, after the copy
+    }
+    if (timed) {
+      const auto us = [](auto from, auto to) { return std::to_string(std::chrono::duration<double, std::micro>(to - from).count()); };
+      runtime::log::debug("add: set-up " + us(t0, t_setup) + " us, traversal " + us(t_setup, t_run) + ", counters read " +
+                          us(t_run, t_read) + ", header and cut " + us(t_read, clock::now()) + " us");
     }
     return DeviceMatrix<V>::adopt(std::move(pool), shape, result.nnz, result.root, false, V(1), wide);
   }
