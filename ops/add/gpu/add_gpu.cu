@@ -3,6 +3,7 @@
 #include <chrono>
 #include <string>
 
+#include "add_flat.cuh"
 #include "add_procedures.cuh"
 #include "hisparse/ops/add_gpu.hpp"
 #include "hisparse/ops/add_reference.hpp"
@@ -39,6 +40,7 @@ struct AddCache : Context::CacheEntry {
   CachedRuntime<AddSetup<V, 8>, AddState<V>> rt8;
   DeviceBytes counters;
   runtime::PinnedBuffer done{sizeof(Counters)};
+  DeviceBytes flat;  // FlatWork, the bands and the buckets of run_flat
 };
 
 // A sixteenth of the never-overflowing queue bound first (the SpMV's rule,
@@ -49,8 +51,8 @@ inline constexpr std::uint64_t add_queue_share = 16;
 
 template <class Setup, class V>
 void run(CachedRuntime<Setup, AddState<V>>& cached, Context& ctx, const runtime::RuntimeConfig& cfg,
-         const AddState<V>& st, const AddItem& root) {
-  auto& rt = cached.get(ctx, cfg, st);
+         const AddState<V>& st, const AddItem& root, std::uint64_t work_bytes) {
+  auto& rt = cached.get(ctx, cfg, st, work_bytes);
   if (st.wide && st.depth == 2) rt.template seed<AddWide<V>>(root);
   else rt.template seed<typename Setup::template procedure_at<0>>(root);
   try {
@@ -59,6 +61,33 @@ void run(CachedRuntime<Setup, AddState<V>>& cached, Context& ctx, const runtime:
     cached.reset();  // a stopped run leaves nothing worth keeping
     throw;
   }
+}
+
+// Two depth-2 matrices with wide nodes are one sub-tree pair, which the
+// runtime would give to one warp: add_flat.cuh takes them a band per warp.
+template <class V>
+void run_flat(Context& ctx, AddCache<V>& cache, const AddState<V>& st, NodeRef ra, NodeRef rb, NodeRef* slot,
+              std::uint64_t bucket_entries) {
+  const cudaStream_t stream = ctx.stream();
+  const std::uint32_t d = 1u << st.log2d;
+  const std::size_t bytes = sizeof(FlatWork) + d * sizeof(FlatBand) + 2 * d * sizeof(FlatBucket);
+  if (cache.flat.size() < bytes) cache.flat = ctx.allocate(bytes);
+  cuda_check(cudaMemsetAsync(cache.flat.get(), 0, bytes, stream), "cudaMemsetAsync(flat add)");
+  auto* base = cache.flat.template as<std::byte>();
+  auto* bands = reinterpret_cast<FlatBand*>(base + sizeof(FlatWork));
+  const FlatArgs<V> args{st, ra, rb, slot, reinterpret_cast<FlatWork*>(base), bands,
+                         reinterpret_cast<FlatBucket*>(bands + d)};
+  const auto transposed_coow = [](bool transposed, NodeRef r) {
+    return transposed && r != null_ref && ref_type(r) == NodeType::coow;
+  };
+  if (transposed_coow(st.a.transposed, ra) || transposed_coow(st.b.transposed, rb)) {
+    const dim3 grid(static_cast<unsigned>(std::clamp<std::uint64_t>(bucket_entries / 2048, 1, 132)), 2);
+    flat_bucket_count<V><<<grid, 256, 0, stream>>>(args);
+    flat_bucket_fill<V><<<grid, 256, 0, stream>>>(args);
+  }
+  flat_merge<V><<<d, 32, flat_merge_shared_bytes<V>, stream>>>(args);
+  flat_write<V><<<d, 32, 0, stream>>>(args);
+  cuda_check(cudaGetLastError(), "launch of the flat add");
 }
 
 }  // namespace
@@ -92,7 +121,10 @@ DeviceMatrix<V> add(Context& ctx, const DeviceMatrix<V>& a, const DeviceMatrix<V
   const auto t0 = timed ? clock::now() : clock::time_point{};
   auto& cache = ctx.cached<AddCache<V>>();
   if (cache.counters.size() == 0) cache.counters = ctx.allocate(sizeof(Counters));
-  const std::uint64_t scratch_entries = wide ? 2 * (a.nnz() + b.nnz()) : 0;
+  // AddWide sorts in 2 entries per operand entry; run_flat may also bucket
+  // a transposed operand and keep each band's union.
+  const bool flat = wide && shape.depth == 2;
+  const std::uint64_t scratch_entries = wide ? (flat ? 3 : 2) * (a.nnz() + b.nnz()) : 0;
   DeviceBytes scratch = ctx.allocate(scratch_entries * sizeof(WideEntry<V>));
   auto* ct = cache.counters.template as<Counters>();
   auto* done = cache.done.template as<Counters>();
@@ -132,8 +164,10 @@ DeviceMatrix<V> add(Context& ctx, const DeviceMatrix<V>& a, const DeviceMatrix<V
     const AddItem root{ra, rb, 0, 0, &ct->root};
     const auto t_setup = timed ? clock::now() : clock::time_point{};
     try {
-      if (log2d <= 7) run<AddSetup<V, 7>>(cache.rt7, ctx, cfg, st, root);
-      else run<AddSetup<V, 8>>(cache.rt8, ctx, cfg, st, root);
+      const std::uint64_t work = a.pool_bytes() + b.pool_bytes();
+      if (flat) run_flat(ctx, cache, st, ra, rb, &ct->root, std::max(a.nnz(), b.nnz()));
+      else if (log2d <= 7) run<AddSetup<V, 7>>(cache.rt7, ctx, cfg, st, root, work);
+      else run<AddSetup<V, 8>>(cache.rt8, ctx, cfg, st, root, work);
     } catch (const runtime::QueueOverflow&) {
       if (share == 1) throw;
       share = 1;  // the run wrote nothing the next one keeps: the counters start again

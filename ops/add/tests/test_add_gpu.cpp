@@ -164,6 +164,58 @@ TEST(AddGpu, WideNodes) {
                build_wide(random_coo<double>(4096, 4096, 9000, rng), 64), c, "wide root d64");
 }
 
+// Depth-2 matrices with wide nodes take the band-parallel path (add_flat.cuh):
+// each of its ways to find a band's entries and each way to store them.
+TEST(AddGpu, WideRootBandPaths) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const runtime::Controller c = ops::AddOptions{}.controller;
+  // A band holding more entries than the shared memory takes (2048 f32, 1024
+  // f64 for both operands): rows 0-63 nearly full, the rest scattered; COOW
+  // roots, transposed ones bucketed.
+  for (std::uint32_t d : {64u, 128u}) {
+    Coo<double> heavy = random_coo<double>(4000, 3900, 6000, rng);
+    for (index_t i = 0; i < 3000; ++i) heavy.push(static_cast<index_t>(i % 64), static_cast<index_t>(i), 1.0 + i);
+    Coo<float> heavy32{heavy.rows, heavy.cols, heavy.row, heavy.col, {}};
+    for (double v : heavy.val) heavy32.val.push_back(static_cast<float>(v));
+    check_states(build_wide(heavy, d), build_wide(gen::moved_pattern(heavy, 3.0, rng()), d), c,
+                 "heavy band d" + std::to_string(d));
+    check_states(build_wide(heavy32, d), build_wide(gen::moved_pattern(heavy32, 3.0, rng()), d), c,
+                 "heavy band f32 d" + std::to_string(d));
+  }
+  // The standard form with a dense inner node (every block holds entries),
+  // against a scattered wide operand: the result's form is decided anew.
+  {
+    Coo<double> full{64, 64, {}, {}, {}};
+    for (index_t r = 0; r < 64; ++r)
+      for (index_t col = 0; col < 64; ++col) full.push(r, col, 1.0 + r - 0.5 * col);
+    const Matrix<double> standard = build(full, 8, true);
+    ASSERT_EQ(ref_type(standard.content().header().root), NodeType::dense);
+    check_states(standard, build(random_coo<double>(64, 64, 40, rng), 8, true), c, "dense inner root d8");
+    check_states(standard, build(gen::moved_pattern(full, 1.0, rng()), 8, true), c, "dense inner roots d8");
+  }
+  // Node size 256: keys of 32 bits, 256 bands.
+  check_states(build_wide(random_coo<double>(30000, 20000, 40000, rng), 256),
+               build_wide(random_coo<double>(30000, 20000, 30000, rng), 256), c, "wide root d256");
+  // A pool too small at first (the call is repeated with more room), one
+  // operand empty, one with a single entry.
+  {
+    const Matrix<double> a = build_wide(random_coo<double>(5000, 5000, 9000, rng), 128);
+    const Matrix<double> b = build_wide(random_coo<double>(5000, 5000, 7000, rng), 128);
+    const Matrix<double> want = ops::add_reference(a, b, 1.0, 2.0);
+    DeviceMatrix<double> da(a), db(b);
+    ops::AddOptions small;
+    small.initial_pool_bytes = 64;
+    expect_equal(ops::add(da, db, 1.0, 2.0, small).download(), want, "wide root, pool too small at first");
+    const Coo<double> none{5000, 5000, {}, {}, {}};
+    Coo<double> one{5000, 5000, {}, {}, {}};
+    one.push(4999, 17, 3.0);
+    check_states(a, build(none, 128, true), c, "wide root + empty");
+    check_states(a, build(one, 128, true), c, "wide root + one entry");
+  }
+}
+
 TEST(AddGpu, EveryRealMatrix) {
   const auto seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));

@@ -60,7 +60,7 @@ DeviceMatrix<V> rebuild(Context& ctx, const DeviceMatrix<V>& a, bool transpose, 
     cfg.default_capacity = static_cast<std::uint32_t>(std::min<std::uint64_t>(
         std::max<std::uint64_t>(1024, a.pool_bytes() / 16 / share), 1u << 30));
     if (options.queue_capacity != 0) cfg.default_capacity = options.queue_capacity;
-    auto& rt = cache.rt.get(ctx, cfg, st);
+    auto& rt = cache.rt.get(ctx, cfg, st, a.pool_bytes());
     rt.template seed<CopyNode<V>>(CopyItem{a.root(), 0, &sc->root});
     try {
       rt.run();

@@ -251,7 +251,7 @@ struct GpuSpmv<V>::Impl {
   // run leaves the runtime dropped (nothing in it is worth keeping).
   void traverse(const SpmvState<V>& st) {
     auto& cached = ctx->cached<SpmvCache<V>>().rt;
-    auto& rt = cached.get(*ctx, config_for(*a, options, share), st);
+    auto& rt = cached.get(*ctx, config_for(*a, options, share), st, a->pool_bytes());
     rt.template seed<InnerProcedure<V>>(inner_item(0, 0, a->root(), 0));
     try {
       run_stats = rt.run();

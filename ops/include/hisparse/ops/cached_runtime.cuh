@@ -21,8 +21,12 @@ class CachedRuntime {
   using RuntimeT = runtime::Runtime<Setup, State>;
 
   // The runtime for this call, on the context's stream, with no seeds and
-  // the queues' memory from the context's (queue_allocator()).
-  RuntimeT& get(Context& ctx, runtime::RuntimeConfig cfg, const State& state) {
+  // the queues' memory from the context's (queue_allocator()). `work_bytes`
+  // (the pool bytes the traversal walks) sizes the persistent grid: a block
+  // per 4 KiB, at least one per multiprocessor. A one-entry add on the full
+  // grid (2112 one-warp blocks) spent more time starting and retiring blocks
+  // than working (docs/perf-log.md R5).
+  RuntimeT& get(Context& ctx, runtime::RuntimeConfig cfg, const State& state, std::uint64_t work_bytes) {
     std::array<std::uint32_t, Setup::queue_count> need{};
     for (std::uint32_t q = 0; q < Setup::queue_count; ++q)
       need[q] = q < cfg.capacities.size() ? cfg.capacities[q] : cfg.default_capacity;
@@ -43,6 +47,8 @@ class CachedRuntime {
       rt_->set_state(state);
       rt_->clear_seeds();
     }
+    const std::uint64_t blocks = std::max<std::uint64_t>(rt_->limits().multiprocessors, (work_bytes + 4095) / 4096);
+    rt_->limit_persistent_grid(static_cast<std::uint32_t>(std::min<std::uint64_t>(blocks, rt_->persistent_grid())));
     return *rt_;
   }
   // Drops the runtime (a traversal stopped half-way leaves nothing to keep).

@@ -18,9 +18,20 @@ __device__ inline void counting_pass(std::uint32_t count, std::uint32_t d, std::
   __syncwarp();
   for (std::uint32_t i = lane; i < count; i += 32) atomicAdd(base + digit_of(i), 1u);
   __syncwarp();
-  if (lane == 0) {
-    std::uint32_t sum = 0;
-    for (std::uint32_t c = 0; c < d; ++c) {
+  // Exclusive scan of the counts: each lane a run of d/32 digits, then the
+  // runs' totals across the warp (one lane over 256 digits took ~4 us a pass).
+  {
+    const std::uint32_t per = (d + 31) / 32;
+    const std::uint32_t first = lane * per, last = first + per < d ? first + per : d;
+    std::uint32_t run = 0;
+    for (std::uint32_t c = first; c < last; ++c) run += base[c];
+    std::uint32_t incl = run;
+    for (std::uint32_t o = 1; o < 32; o <<= 1) {
+      const std::uint32_t t = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o) incl += t;
+    }
+    std::uint32_t sum = incl - run;
+    for (std::uint32_t c = first; c < last; ++c) {
       const std::uint32_t n = base[c];
       base[c] = sum;
       sum += n;

@@ -119,7 +119,8 @@ __device__ __forceinline__ void run_batch(const DeviceState<Setup, State>* ds, c
         atomicAdd(&ds->items_done[I], static_cast<unsigned long long>(count));
         const unsigned long long delta =
             static_cast<unsigned long long>(stashed) - static_cast<unsigned long long>(count);  // mod 2^64
-        if (delta != 0ull) atomicAdd(&ds->counters->pending, delta);
+        if (delta != 0ull && atomicAdd(&ds->counters->pending, delta) + delta == 0ull)
+            device_atomic<unsigned>(ds->counters->done).store(1u, cuda::memory_order_relaxed);
         if (ds->profile != nullptr) record_batch<I>(ds->profile, ds->queues, clock);
     }
 }

@@ -439,7 +439,9 @@ __global__ void __launch_bounds__(Setup::block_size, (megakernel_min_blocks<Setu
             while (true) {
                 // Every lane reads the same words (one request); the votes make
                 // the decisions warp-uniform, so no lane leaves the loop alone.
-                const bool stop = __any_sync(0xffffffffu, should_stop(counters));
+                const bool stop = __any_sync(0xffffffffu, should_stop(counters) ||
+                                                              device_atomic<const unsigned>(counters->done).load(
+                                                                  cuda::memory_order_relaxed) != 0u);
                 unsigned masks[(queue_count + 31) / 32];
 #pragma unroll
                 for (unsigned k = 0; k < (queue_count + 31) / 32; ++k) {

@@ -50,7 +50,11 @@ struct RunCounters {
     unsigned long long rounds;
     unsigned long long kernels_started;  // worker grids whose block 0 began (pending-launch accounting)
     unsigned int exited_blocks;          // persistent blocks that left (the last one finishes the run)
-    unsigned int pad;
+    // Set by the batch whose retirement brought `pending` to zero: the run's
+    // work is over. On the line that idle persistent blocks read at every
+    // scan (error, abort), so they leave at their next scan instead of at
+    // their next look at `pending`, which they make only every few scans.
+    unsigned int done;
 };
 
 enum ErrorBits : unsigned int {

@@ -175,7 +175,7 @@ public:
                 break;
             case Controller::persistent:
                 detail::persistent_kernel<Setup, State>
-                    <<<persistent_grid_, config_.block_size, persistent_shared_, stream_>>>(device_state());
+                    <<<run_grid(), config_.block_size, persistent_shared_, stream_>>>(device_state());
                 check(cudaGetLastError(), "launch of persistent_kernel");
                 break;
             case Controller::host_loop:
@@ -198,7 +198,7 @@ public:
         switch (config_.controller) {
             case Controller::persistent:
                 stats_.kernel_launches = 1;
-                stats_.blocks_launched = persistent_grid_;
+                stats_.blocks_launched = run_grid();
                 stats_.controller_rounds = 0;
                 break;
             case Controller::host_loop:
@@ -228,6 +228,13 @@ public:
     [[nodiscard]] const ResolvedConfig& config() const noexcept { return config_; }
     [[nodiscard]] const SetupDescription& description() const noexcept { return description_; }
     [[nodiscard]] std::uint32_t persistent_grid() const noexcept { return persistent_grid_; }
+    [[nodiscard]] const DeviceLimits& limits() const noexcept { return limits_; }
+    // The persistent controller's blocks in the next runs: at most `blocks`
+    // (0: all of persistent_grid()). A small run on a full grid pays for
+    // every block's start and exit (the last one finishes the run after the
+    // others counted out): a caller that knows its work is small asks for
+    // fewer. At least one block runs.
+    void limit_persistent_grid(std::uint32_t blocks) noexcept { grid_limit_ = blocks; }
     template <class P>
     [[nodiscard]] std::uint64_t items_processed() const {
         return stats_.items_per_procedure.at(Setup::template procedure_index<P>());
@@ -526,6 +533,10 @@ private:
     bool seeds_dirty_ = false;
     bool needs_reinit_ = true;
     std::uint32_t persistent_grid_ = 0;
+    std::uint32_t grid_limit_ = 0;  // limit_persistent_grid
+    [[nodiscard]] std::uint32_t run_grid() const noexcept {
+        return grid_limit_ == 0 ? persistent_grid_ : std::max(1u, std::min(grid_limit_, persistent_grid_));
+    }
     std::uint32_t persistent_shared_ = 0;  // dynamic shared bytes of the megakernel
     std::uint32_t stash_offset_ = 0;       // where its local stash starts in them
     bool use_stash_ = false;
