@@ -1,23 +1,26 @@
 #pragma once
-// AddFlat: the add of two depth-2 matrices with wide nodes, by plain kernels,
-// a block row ("band") of the result per warp.
+// AddFlat: the add of two depth-2 matrices with wide nodes, by plain kernels:
+// a thread block per block row ("band", d rows) of the result and a warp per
+// slice of the band's rows ("unit").
 //
 // Such a matrix is one level-(depth-2) sub-tree: the runtime would hand it to
 // AddWide as a single item, one warp for the whole matrix (perf-log A6: 1-10
-// ms on matrices of 10-100 k entries). Here every band of d rows is a warp of
-// its own, in three steps:
-//   flat_bucket_*  (only for a transposed COOW operand, whose band is a block
-//                   column of the node and so scattered through it) sorts its
-//                   entries into per-band buckets;
-//   flat_merge     gathers both operands' entries of the band, sorts them into
-//                   the standard order (only the digits that are out of order),
-//                   merges them, and counts the band's union and leaves; the
-//                   last band to finish lays the node out (COOW or an inner
-//                   node and leaves, the builder's rule) and allocates it;
-//   flat_write     writes each band's entries into that layout.
+// ms on matrices of 10-100 k entries). Here, in three steps:
+//   flat_bucket_*  sorts each operand's entries into per-unit buckets, in
+//                   parallel over all of them (not for a COOW node read as
+//                   stored: a unit's rows are a run of it);
+//   flat_merge     each warp takes both operands' entries of its rows, sorts
+//                   a bucket into row-major order, merges the two; the block counts its band's union and leaves;
+//                   the last block lays the node out (COOW, or an inner node
+//                   and leaves: the builder's rule) and allocates it;
+//   flat_write     writes each unit's entries into that layout.
 // The node is the one AddWide would write (same form and bytes, leaves in
 // block order after the inner node), so the result equals the runtime's and
 // the host reference's.
+//
+// Keys within a band are row-major: (row in band, column in node), b bits
+// and 2b bits: digit 2 is the row, digit 1 the block column, digit 0 the
+// column in the block.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -26,270 +29,336 @@
 
 namespace hisparse::ops::add_gpu {
 
-// One band's union, then its place in the node (filled by the last band).
+inline constexpr std::uint32_t flat_max_bands = 256;  // d <= 256
+inline constexpr std::uint32_t flat_warps = 16;       // units per band (at most d)
+inline constexpr std::uint32_t flat_threads = 32 * flat_warps;
+
+// log2 of the rows of a unit.
+__host__ __device__ constexpr std::uint32_t flat_unit_log2_rows(std::uint32_t log2d) {
+  return log2d > 4 ? log2d - 4 : 0u;
+}
+// Units per band: d / rows of a unit.
+__host__ __device__ constexpr std::uint32_t flat_units(std::uint32_t log2d) {
+  return 1u << (log2d - flat_unit_log2_rows(log2d));
+}
+
+// One band's union and its place in the node (filled by the last band).
 struct FlatBand {
   std::uint32_t m;       // union entries
   std::uint32_t blocks;  // its non-empty d x d blocks: leaves in the standard form
   unsigned long long leaf_bytes;
-  unsigned long long u;  // scratch index of the union, in standard order
   std::uint32_t m_before, blocks_before;
   unsigned long long leaf_at;  // byte offset in dst of the band's first leaf
 };
 
-// A transposed COOW operand's entries of one band (scratch indices).
+// One unit's union: m entries at scratch index u, row-major.
+struct FlatUnit {
+  unsigned long long u;
+  std::uint32_t m, unused;
+};
+
+// A transposed COOW operand's entries of one unit (scratch indices).
 struct FlatBucket {
   std::uint32_t count, start, cursor, unused;
 };
 
 // Per call, zeroed before the first kernel.
 struct FlatWork {
-  unsigned tickets[4];                 // bucket sides a and b, merge
-  unsigned form;                       // 0 none (failed), 1 COOW, 2 standard
-  unsigned inner_type;                 // NodeType of the inner node (standard)
-  unsigned long long offset;           // the node's byte offset in dst
-  unsigned long long bucket_base[2];   // scratch index of each side's buckets
+  unsigned tickets[4];                // bucket sides a and b, merge
+  unsigned form;                      // 0 none (failed), 1 COOW, 2 standard
+  unsigned inner_type;                // NodeType of the inner node (standard)
+  unsigned long long offset;          // the node's byte offset in dst
+  unsigned long long bucket_base[2];  // scratch index of each side's buckets
 };
-
-// The most bands: d <= 256.
-inline constexpr std::uint32_t flat_max_bands = 256;
 
 template <class V>
 struct FlatArgs {
   AddState<V> st;
-  NodeRef a, b;       // the operands' roots
-  NodeRef* slot;      // where the result's root goes
+  NodeRef a, b;   // the operands' roots
+  NodeRef* slot;  // where the result's root goes
   FlatWork* work;
-  FlatBand* bands;    // d
-  FlatBucket* buckets;  // 2 x d (side a, then side b)
+  FlatBand* bands;      // d
+  FlatUnit* units;      // d x flat_units
+  FlatBucket* buckets;  // 2 x d x flat_units (side a, then side b)
+  PoolHeader header;    // the result's, written with its root by flat_layout
 };
 
-// Band-local sorting and merging in shared memory up to this many entries
-// (both operands' together), in scratch beyond.
+// A unit sorts and merges in shared memory up to this many entries (both
+// operands' together), in scratch beyond.
 template <class V>
-inline constexpr std::uint32_t flat_shared_entries = 16384 / sizeof(WideEntry<V>);
-
+inline constexpr std::uint32_t flat_unit_entries = 6144 / sizeof(WideEntry<V>);
+inline constexpr std::uint32_t flat_hist_bytes = flat_max_bands * sizeof(std::uint32_t);
 template <class V>
-inline constexpr std::uint32_t flat_merge_shared_bytes =
-    flat_max_bands * sizeof(std::uint32_t) + 2 * flat_shared_entries<V> * sizeof(WideEntry<V>);
+inline constexpr std::uint32_t flat_warp_shared_bytes = flat_hist_bytes + 2 * flat_unit_entries<V> * sizeof(WideEntry<V>);
+template <class V>
+inline constexpr std::uint32_t flat_merge_shared_bytes = flat_warps * flat_warp_shared_bytes<V>;
 
-__device__ inline bool flat_transposed_coow(bool transposed, NodeRef ref) {
-  return transposed && ref != null_ref && ref_type(ref) == NodeType::coow;
+__device__ inline std::uint32_t row_key(std::uint32_t row_in_band, std::uint32_t col16, std::uint32_t b) {
+  return (row_in_band << (2 * b)) | col16;
 }
 
-// ---- buckets of a transposed COOW operand ----------------------------------
+// ---- buckets --------------------------------------------------------------------
+// A transposed operand is first sorted into per-unit buckets, in parallel
+// over all its entries: a unit's rows are columns of it, scattered through
+// every leaf (or the COOW node) of a block column.
 
-// Counts each band's entries; the last block turns the counts into starts and
+__host__ __device__ inline bool flat_bucketed(bool transposed, NodeRef ref) {
+  return ref != null_ref && transposed;
+}
+
+// Every entry of one operand, in the result's orientation: f(row16, col16,
+// value) with 16-bit coordinates local to the node. Grid-stride: a thread
+// per entry of a COOW node, a warp per child of an inner node. Lanes call f
+// in convergent groups (f may use __activemask()).
+template <class V, class F>
+__device__ void flat_for_each_entry(const Operand<V>& op, NodeRef ref, std::uint32_t b, F&& f) {
+  const std::byte* pool = op.pool;
+  const std::uint32_t d = 1u << b;
+  auto emit = [&](std::uint32_t r16, std::uint32_t c16, V v) { op.transposed ? f(c16, r16, v) : f(r16, c16, v); };
+  if (ref_type(ref) == NodeType::coow) {
+    const CoowView<V> w = coow_view<V>(pool, ref);
+    for (std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < w.count; i += gridDim.x * blockDim.x)
+      emit(w.coords[i].row, w.coords[i].col, w.values[i]);
+    return;
+  }
+  const bool dense = ref_type(ref) == NodeType::dense;
+  const NodeRef* cells = dense ? dense_values<NodeRef>(pool, ref, b, false) : nullptr;
+  const CooView<NodeRef> v = dense ? CooView<NodeRef>{} : coo_view<NodeRef>(pool, ref);
+  const std::uint32_t children = dense ? d * d : v.count;
+  const std::uint32_t lane = threadIdx.x % 32;
+  for (std::uint32_t ci = (blockIdx.x * blockDim.x + threadIdx.x) / 32; ci < children;
+       ci += gridDim.x * blockDim.x / 32) {
+    const NodeRef leaf = dense ? cells[ci] : v.values[ci];
+    if (leaf == null_ref) continue;
+    const std::uint32_t r0 = (dense ? ci >> b : v.coords[ci].row) << b;
+    const std::uint32_t c0 = (dense ? ci & (d - 1) : v.coords[ci].col) << b;
+    if (ref_type(leaf) == NodeType::dense) {
+      const std::uint8_t* mask = dense_mask(pool, leaf);
+      const V* vals = dense_values<V>(pool, leaf, b, true);
+      for (std::uint32_t cell = lane; cell < d * d; cell += 32)
+        if (mask_bit(mask, cell)) emit(r0 | (cell >> b), c0 | (cell & (d - 1)), vals[cell]);
+    } else {
+      const CooView<V> e = coo_view<V>(pool, leaf);
+      for (std::uint32_t i = lane; i < e.count; i += 32) emit(r0 | e.coords[i].row, c0 | e.coords[i].col, e.values[i]);
+    }
+  }
+}
+
+// Adds n to buckets[k] once for the lanes that share k; returns this lane's
+// place among them (after the bucket's old value).
+__device__ inline std::uint32_t flat_bucket_add(unsigned* counter, std::uint32_t k) {
+  const unsigned peers = __match_any_sync(__activemask(), k);
+  const std::uint32_t lane = threadIdx.x & 31u;
+  const int leader = __ffs(peers) - 1;
+  std::uint32_t at = 0;
+  if (static_cast<int>(lane) == leader) at = atomicAdd(counter, static_cast<unsigned>(__popc(peers)));
+  return __shfl_sync(peers, at, leader) + __popc(peers & lanes_below(lane));
+}
+
+// Counts each unit's entries; the last block turns the counts into starts and
 // takes the buckets' room from the scratch.
 template <class V>
 __global__ void flat_bucket_count(FlatArgs<V> args) {
   const std::uint32_t side = blockIdx.y;
   const Operand<V>& op = side == 0 ? args.st.a : args.st.b;
   const NodeRef ref = side == 0 ? args.a : args.b;
-  if (!flat_transposed_coow(op.transposed, ref)) return;
-  const std::uint32_t b = args.st.log2d, d = 1u << b;
-  __shared__ std::uint32_t hist[flat_max_bands];
+  if (!flat_bucketed(op.transposed, ref)) return;
+  const std::uint32_t b = args.st.log2d, shift = flat_unit_log2_rows(b);
+  const std::uint32_t n_buckets = (1u << b) * flat_units(b);
+  FlatBucket* buckets = args.buckets + side * n_buckets;
   __shared__ bool last;
-  for (std::uint32_t i = threadIdx.x; i < d; i += blockDim.x) hist[i] = 0;
-  __syncthreads();
-  const CoowView<V> w = coow_view<V>(op.pool, ref);
-  for (std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < w.count; i += gridDim.x * blockDim.x)
-    atomicAdd(hist + (w.coords[i].col >> b), 1u);
-  __syncthreads();
-  FlatBucket* buckets = args.buckets + side * d;
-  for (std::uint32_t i = threadIdx.x; i < d; i += blockDim.x)
-    if (hist[i] != 0) atomicAdd(&buckets[i].count, hist[i]);
+  flat_for_each_entry(op, ref, b, [&](std::uint32_t r16, std::uint32_t, V) {
+    (void)flat_bucket_add(&buckets[r16 >> shift].count, r16 >> shift);
+  });
   __threadfence();
   __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(&args.work->tickets[side], 1u) == gridDim.x - 1;
+  if (threadIdx.x == 0) {
+    last = atomicAdd(&args.work->tickets[side], 1u) == gridDim.x - 1;
+  }
   __syncthreads();
   if (!last || threadIdx.x >= 32) return;
   __threadfence();
   const std::uint32_t lane = threadIdx.x;
   std::uint32_t offset = 0;
-  for (std::uint32_t base = 0; base < d; base += 32) {
-    const std::uint32_t c = base + lane < d ? __ldcg(&buckets[base + lane].count) : 0u;
+  for (std::uint32_t base = 0; base < n_buckets; base += 32) {
+    const std::uint32_t c = base + lane < n_buckets ? __ldcg(&buckets[base + lane].count) : 0u;
     const std::uint32_t incl = warp_inclusive_sum(c, lane);
-    if (base + lane < d) buckets[base + lane].start = offset + incl - c;
+    if (base + lane < n_buckets) buckets[base + lane].start = offset + incl - c;
     offset += __shfl_sync(full_warp, incl, 31);
   }
-  const unsigned long long at = allocate(args.st.scratch_alloc, w.count, lane);
+  const unsigned long long at = allocate(args.st.scratch_alloc, offset, lane);
   if (lane == 0) {
-    if (at + w.count > args.st.scratch_capacity) atomicOr(args.st.flags, flag_scratch_too_small);
+    if (at + offset > args.st.scratch_capacity) atomicOr(args.st.flags, flag_scratch_too_small);
     args.work->bucket_base[side] = at;
   }
 }
 
-// Puts every entry, keyed in the result's orientation, into its band's bucket
-// (in no particular order: flat_merge sorts the band).
+// Puts every entry, as a row key, into its unit's bucket (in no particular
+// order: flat_merge sorts the unit).
 template <class V>
 __global__ void flat_bucket_fill(FlatArgs<V> args) {
   const std::uint32_t side = blockIdx.y;
   const Operand<V>& op = side == 0 ? args.st.a : args.st.b;
   const NodeRef ref = side == 0 ? args.a : args.b;
-  if (!flat_transposed_coow(op.transposed, ref)) return;
+  if (!flat_bucketed(op.transposed, ref)) return;
   if ((*args.st.flags & flag_scratch_too_small) != 0u) return;
-  const std::uint32_t b = args.st.log2d;
-  const CoowView<V> w = coow_view<V>(op.pool, ref);
-  FlatBucket* buckets = args.buckets + side * (1u << b);
+  const std::uint32_t b = args.st.log2d, d = 1u << b, shift = flat_unit_log2_rows(b);
+  FlatBucket* buckets = args.buckets + side * d * flat_units(b);
   WideEntry<V>* out = args.st.scratch + args.work->bucket_base[side];
-  for (std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < w.count; i += gridDim.x * blockDim.x) {
-    const WideCoord c = w.coords[i];
-    const std::uint32_t band = c.col >> b;
-    // One atomic per band among the lanes of a step.
-    const unsigned peers = __match_any_sync(__activemask(), band);
-    const std::uint32_t lane = threadIdx.x & 31u;
-    const int leader = __ffs(peers) - 1;
-    std::uint32_t at = 0;
-    if (static_cast<int>(lane) == leader) at = atomicAdd(&buckets[band].cursor, static_cast<unsigned>(__popc(peers)));
-    at = __shfl_sync(peers, at, leader) + __popc(peers & lanes_below(lane));
-    out[buckets[band].start + at] = WideEntry<V>{wide_key(c.col, c.row, b), w.values[i]};
-  }
+  flat_for_each_entry(op, ref, b, [&](std::uint32_t r16, std::uint32_t c16, V value) {
+    const std::uint32_t k = r16 >> shift;
+    const std::uint32_t at = flat_bucket_add(&buckets[k].cursor, k);
+    out[buckets[k].start + at] = WideEntry<V>{row_key(r16 & (d - 1), c16, b), value};
+  });
 }
 
-// ---- the band's merge ---------------------------------------------------------
+// ---- a unit's entries ---------------------------------------------------------
 
-// Finds one operand's entries in band `br` of the result and, with `out`,
-// writes them there as keys; returns their count. Returns in `passes` the
-// digits (a bit each, applied from the lowest) whose stable counting passes
-// put them into standard order.
+// One operand's entries of rows [r0, r1) of band br: a run of a COOW node, the
+// unit's bucket (transposed operands), or the rows of the band's leaves.
 template <class V>
-struct FlatBandSource {
+struct FlatUnitSource {
   const Operand<V>& op;
   NodeRef ref;
-  const FlatBucket* bucket;        // this side's bucket of the band (transposed COOW)
-  const WideEntry<V>* bucketed;    // this side's bucketed entries
-  std::uint32_t br, b, lane;
+  const FlatBucket* bucket;      // this side's bucket of the unit
+  const WideEntry<V>* bucketed;  // this side's bucketed entries
+  std::uint32_t br, r0, r1, b, lane;
 
-  // A standard node's children in the band, in the result's block-column
-  // order, in warp steps: f(child or null, its block row and column in the
-  // operand) with every lane of every step.
-  template <class F>
-  __device__ void for_band_children(F&& f) const {
-    const std::byte* pool = op.pool;
-    const std::uint32_t d = 1u << b;
-    if (ref_type(ref) == NodeType::dense) {
-      const NodeRef* cells = dense_values<NodeRef>(pool, ref, b, false);
-      for (std::uint32_t base = 0; base < d; base += 32) {
-        const std::uint32_t j = base + lane;
-        const bool in = j < d;
-        const std::uint32_t cell = op.transposed ? (j << b) | br : (br << b) | j;
-        const NodeRef child = in ? cells[cell] : null_ref;
-        f(child, op.transposed ? j : br, op.transposed ? br : j);
-      }
-      return;
-    }
-    const CooView<NodeRef> v = coo_view<NodeRef>(pool, ref);
-    std::uint32_t lo = 0, hi = v.count;
-    if (!op.transposed) {
-      // Sorted by (row, col): the band's children are one run.
-      const std::uint32_t target = lane == 0 ? br : br + 1;
-      std::uint32_t l = 0, h = v.count;
-      while (l < h) {
-        const std::uint32_t mid = (l + h) / 2;
-        if (v.coords[mid].row < target) l = mid + 1;
-        else h = mid;
-      }
-      lo = __shfl_sync(full_warp, l, 0);
-      hi = __shfl_sync(full_warp, l, 1);
-    }
-    for (std::uint32_t base = lo; base < hi; base += 32) {
-      const std::uint32_t s = base + lane;
-      NodeRef child = null_ref;
-      LocalCoord c{};
-      if (s < hi) {
-        c = v.coords[s];
-        // A block column of the node: every child looked at, one in d kept.
-        if (!op.transposed || c.col == br) child = v.values[s];
-      }
-      f(child, c.row, c.col);
-    }
-  }
-
-  __device__ std::uint32_t coow_run(const CoowView<V>& w, std::uint32_t& first) const {
-    const std::uint32_t d = 1u << b;
-    const std::uint32_t target = (lane == 0 ? br : br + 1) * d;
-    std::uint32_t l = 0, h = w.count;
+  // First index of a sorted run whose row is >= target (coordinates by value).
+  template <class Row>
+  __device__ static std::uint32_t lower_row(std::uint32_t n, std::uint32_t target, Row&& row_at) {
+    std::uint32_t l = 0, h = n;
     while (l < h) {
       const std::uint32_t mid = (l + h) / 2;
-      if (w.coords[mid].row < target) l = mid + 1;
+      if (row_at(mid) < target) l = mid + 1;
       else h = mid;
     }
+    return l;
+  }
+
+  // Rows [r0, r1) of a COOW node: one run of it (lanes 0 and 1 search).
+  __device__ std::uint32_t coow_run(const CoowView<V>& w, std::uint32_t& first) const {
+    const std::uint32_t l =
+        lower_row(w.count, (br << b) + (lane == 0 ? r0 : r1), [&](std::uint32_t i) { return w.coords[i].row; });
     first = __shfl_sync(full_warp, l, 0);
     return __shfl_sync(full_warp, l, 1) - first;
   }
 
+  // The band's leaves (block row br, in block-column order) in warp steps:
+  // f(leaf or null, its block column).
+  template <class F>
+  __device__ void for_band_leaves(F&& f) const {
+    const std::uint32_t d = 1u << b;
+    if (ref_type(ref) == NodeType::dense) {
+      const NodeRef* cells = dense_values<NodeRef>(op.pool, ref, b, false);
+      for (std::uint32_t base = 0; base < d; base += 32) {
+        const std::uint32_t j = base + lane;
+        f(j < d ? cells[(br << b) | j] : null_ref, j);
+      }
+      return;
+    }
+    const CooView<NodeRef> v = coo_view<NodeRef>(op.pool, ref);
+    const std::uint32_t l = lower_row(v.count, lane == 0 ? br : br + 1, [&](std::uint32_t i) { return v.coords[i].row; });
+    const std::uint32_t lo = __shfl_sync(full_warp, l, 0), hi = __shfl_sync(full_warp, l, 1);
+    for (std::uint32_t base = lo; base < hi; base += 32) {
+      const std::uint32_t s = base + lane;
+      f(s < hi ? v.values[s] : null_ref, s < hi ? v.coords[s].col : 0u);
+    }
+  }
+
+  // A leaf's rows [r0, r1), by this lane: [first, first + count) of a COO
+  // leaf (sorted by row), or the set bits of a dense leaf's mask there.
+  __device__ std::uint32_t leaf_run(NodeRef leaf, std::uint32_t& first) const {
+    if (ref_type(leaf) == NodeType::dense) {
+      const auto* words = reinterpret_cast<const std::uint32_t*>(dense_mask(op.pool, leaf));
+      std::uint32_t n = 0;
+      for_mask_words(words, [&](std::uint32_t, std::uint32_t bits) { n += __popc(bits); });
+      return n;
+    }
+    const CooView<V> v = coo_view<V>(op.pool, leaf);
+    first = lower_row(v.count, r0, [&](std::uint32_t i) { return v.coords[i].row; });
+    return lower_row(v.count, r1, [&](std::uint32_t i) { return v.coords[i].row; }) - first;
+  }
+
+  // The mask words of cells [r0 d, r1 d), masked to them: f(word index, bits).
+  template <class F>
+  __device__ void for_mask_words(const std::uint32_t* words, F&& f) const {
+    const std::uint32_t from = r0 << b, to = r1 << b;
+    for (std::uint32_t w = from / 32; w * 32 < to; ++w) {
+      std::uint32_t bits = words[w];
+      if (w * 32 < from) bits &= ~0u << (from - w * 32);
+      if (w * 32 + 32 > to) bits &= (1u << (to - w * 32)) - 1u;
+      f(w, bits);
+    }
+  }
+
   __device__ std::uint32_t count() const {
     if (ref == null_ref) return 0;
+    if (flat_bucketed(op.transposed, ref)) return bucket->count;
     if (ref_type(ref) == NodeType::coow) {
-      if (op.transposed) return bucket->count;
       std::uint32_t first = 0;
       return coow_run(coow_view<V>(op.pool, ref), first);
     }
     std::uint32_t n = 0;
-    for_band_children([&](NodeRef child, std::uint32_t, std::uint32_t) {
-      if (child != null_ref) n += AddWide<V>::leaf_count(op.pool, child, b);
+    for_band_leaves([&](NodeRef leaf, std::uint32_t) {
+      std::uint32_t first = 0;
+      if (leaf != null_ref) n += leaf_run(leaf, first);
     });
     return __reduce_add_sync(full_warp, n);
   }
 
-  __device__ std::uint32_t gather(WideEntry<V>* out) const {
+  // Writes the unit's entries to out; returns the digits (a bit each, applied
+  // from the lowest) whose stable counting passes make them row-major.
+  __device__ unsigned gather(WideEntry<V>* out) const {
     using Entry = WideEntry<V>;
     if (ref == null_ref) return 0u;
-    const std::byte* pool = op.pool;
-    if (ref_type(ref) == NodeType::coow) {
-      if (op.transposed) {
-        const Entry* in = bucketed + bucket->start;
-        for (std::uint32_t i = lane; i < bucket->count; i += 32) out[i] = in[i];
-        return 0b111u;  // in no order
-      }
-      const CoowView<V> w = coow_view<V>(pool, ref);
-      std::uint32_t first = 0;
-      const std::uint32_t n = coow_run(w, first);
-      for (std::uint32_t i = lane; i < n; i += 32)
-        out[i] = Entry{wide_key(w.coords[first + i].row, w.coords[first + i].col, b), w.values[first + i]};
-      return 0b100u;  // row-major: by block column it is the standard order
+    if (flat_bucketed(op.transposed, ref)) {
+      const Entry* in = bucketed + bucket->start;
+      for (std::uint32_t i = lane; i < bucket->count; i += 32) out[i] = in[i];
+      return 0b111u;  // in no order
     }
     const std::uint32_t d = 1u << b;
+    if (ref_type(ref) == NodeType::coow) {
+      const CoowView<V> w = coow_view<V>(op.pool, ref);
+      std::uint32_t first = 0;
+      const std::uint32_t n = coow_run(w, first);
+      for (std::uint32_t i = lane; i < n; i += 32) {
+        const WideCoord c = w.coords[first + i];
+        out[i] = Entry{row_key(c.row - (br << b), c.col, b), w.values[first + i]};
+      }
+      return 0u;  // row-major already
+    }
+    // A lane per leaf: its run's bounds are searched first, so that the
+    // copy's loads do not wait on one another.
     std::uint32_t offset = 0;
-    auto key = [&](std::uint32_t r16, std::uint32_t c16) {
-      return op.transposed ? wide_key(c16, r16, b) : wide_key(r16, c16, b);
-    };
-    for_band_children([&](NodeRef child, std::uint32_t hr, std::uint32_t hc) {
-      const std::uint32_t c = child != null_ref ? AddWide<V>::leaf_count(pool, child, b) : 0u;
+    for_band_leaves([&](NodeRef leaf, std::uint32_t bc) {
+      std::uint32_t first = 0;
+      const std::uint32_t c = leaf != null_ref ? leaf_run(leaf, first) : 0u;
       const std::uint32_t incl = warp_inclusive_sum(c, lane);
-      const std::uint32_t start = offset + incl - c;
-      const std::uint32_t hi_bits = (hr << 8) | hc;
-      for (std::uint32_t j = 0; j < 32; ++j) {
-        const NodeRef leaf = __shfl_sync(full_warp, child, j);
-        if (leaf == null_ref) continue;
-        const std::uint32_t at = __shfl_sync(full_warp, start, j);
-        const std::uint32_t hb = __shfl_sync(full_warp, hi_bits, j);
-        const std::uint32_t r0 = (hb >> 8) << b, c0 = (hb & 0xFFu) << b;
-        Entry* o = out + at;
-        if (ref_type(leaf) == NodeType::dense) {
-          const std::uint8_t* mask = dense_mask(pool, leaf);
-          const V* vals = dense_values<V>(pool, leaf, b, true);
-          std::uint32_t run = 0;
-          for (std::uint32_t base = 0; base < d * d; base += 32) {
-            const std::uint32_t cell = base + lane;
-            const bool present = cell < d * d && mask_bit(mask, cell);
-            const unsigned bits = __ballot_sync(full_warp, present);
-            if (present)
-              o[run + __popc(bits & lanes_below(lane))] = Entry{key(r0 | (cell >> b), c0 | (cell & (d - 1))), vals[cell]};
-            run += __popc(bits);
+      Entry* o = out + offset + incl - c;
+      if (c != 0 && ref_type(leaf) == NodeType::dense) {
+        const V* vals = dense_values<V>(op.pool, leaf, b, true);
+        const auto* words = reinterpret_cast<const std::uint32_t*>(dense_mask(op.pool, leaf));
+        std::uint32_t k = 0;
+        for_mask_words(words, [&](std::uint32_t w, std::uint32_t bits) {
+          for (; bits != 0u; bits &= bits - 1u) {
+            const std::uint32_t cell = w * 32 + static_cast<std::uint32_t>(__ffs(bits) - 1);
+            o[k++] = Entry{row_key(cell >> b, (bc << b) | (cell & (d - 1)), b), vals[cell]};
           }
-        } else {
-          const CooView<V> v = coo_view<V>(pool, leaf);
-          for (std::uint32_t i = lane; i < v.count; i += 32)
-            o[i] = Entry{key(r0 | v.coords[i].row, c0 | v.coords[i].col), v.values[i]};
+        });
+      } else if (c != 0) {
+        const CooView<V> v = coo_view<V>(op.pool, leaf);
+#pragma unroll 4
+        for (std::uint32_t k = 0; k < c; ++k) {
+          const LocalCoord lc = v.coords[first + k];
+          o[k] = Entry{row_key(lc.row, (bc << b) | lc.col, b), v.values[first + k]};
         }
       }
       offset += __shfl_sync(full_warp, incl, 31);
     });
-    // Leaves come in block-column order; a transposed leaf's entries are in
-    // column order, which a stable pass by row (digit 1) fixes within the
-    // leaf and a pass by block column (digit 2) puts back into block order.
-    return op.transposed ? 0b110u : 0u;
+    // Leaves in block-column order, each row-major: a stable pass by the row
+    // makes the whole row-major.
+    return 0b100u;
   }
 };
 
@@ -315,9 +384,11 @@ __device__ void flat_sort(WideEntry<V>* x, WideEntry<V>* y, std::uint32_t n, uns
   }
 }
 
-// Lays the node out once every band is counted: the forms' sizes from the
-// bands' totals, the node allocated, headers and padding written, every band
-// told where its entries go.
+// ---- the node's layout --------------------------------------------------------
+
+// Once every band is counted: the forms' sizes from the bands' totals, the
+// node allocated, headers and padding written, every band told where its
+// entries go. By one warp.
 template <class V>
 __device__ void flat_layout(const FlatArgs<V>& args, std::uint32_t bands, std::uint32_t lane) {
   const AddState<V>& st = args.st;
@@ -380,33 +451,62 @@ __device__ void flat_layout(const FlatArgs<V>& args, std::uint32_t bands, std::u
     args.work->offset = offset;
     args.work->inner_type = static_cast<unsigned>(inner.type);
     args.work->form = as_coow ? 1u : 2u;
-    *args.slot = make_ref(offset, as_coow ? NodeType::coow : inner.type);
+    const NodeRef root = make_ref(offset, as_coow ? NodeType::coow : inner.type);
+    *args.slot = root;
+    PoolHeader h = args.header;
+    h.root = root;
+    *reinterpret_cast<PoolHeader*>(st.dst) = h;  // no copy from the host after the run
     atomicAdd(st.nnz, static_cast<unsigned long long>(m_total));
   }
 }
 
-// A warp per band (blockIdx.x); dynamic shared memory flat_merge_shared_bytes.
+// ---- the kernels' bodies ------------------------------------------------------
+
+// Histogram of the block columns (digit 1) of u[0, m) into counts (d words),
+// by a warp.
 template <class V>
-__global__ void __launch_bounds__(32) flat_merge(FlatArgs<V> args) {
+__device__ void flat_block_histogram(const WideEntry<V>* u, std::uint32_t m, std::uint32_t b, std::uint32_t lane,
+                                     std::uint32_t* counts) {
+  for (std::uint32_t c = lane; c < (1u << b); c += 32) counts[c] = 0;
+  __syncwarp();
+  for (std::uint32_t i = lane; i < m; i += 32) atomicAdd(counts + key_digit(u[i].key, 1, b), 1u);
+  __syncwarp();
+}
+
+// A block per band (blockIdx.x), a warp per unit; dynamic shared memory
+// flat_merge_shared_bytes.
+template <class V>
+__global__ void __launch_bounds__(flat_threads) flat_merge(FlatArgs<V> args) {
   using Entry = WideEntry<V>;
   extern __shared__ __align__(16) unsigned char flat_shared[];
+  __shared__ std::uint32_t unit_m[flat_warps];
+  __shared__ std::uint32_t band_blocks;
+  __shared__ unsigned long long band_leaf_bytes;
+  __shared__ bool last;
   const AddState<V>& st = args.st;
-  const std::uint32_t b = st.log2d, br = blockIdx.x, lane = threadIdx.x;
-  if ((*st.flags & flag_scratch_too_small) != 0u) return;  // buckets missing: the call fails
-  auto* hist = reinterpret_cast<std::uint32_t*>(flat_shared);
-  auto* shared_entries = reinterpret_cast<Entry*>(flat_shared + flat_max_bands * sizeof(std::uint32_t));
-  const std::uint32_t d = 1u << b;
-  const FlatBandSource<V> sa{st.a, args.a, args.buckets + br, st.scratch + args.work->bucket_base[0], br, b, lane};
-  const FlatBandSource<V> sb{st.b, args.b, args.buckets + d + br, st.scratch + args.work->bucket_base[1], br, b, lane};
-  const std::uint32_t na = sa.count(), nb = sb.count();
-  const std::uint32_t n = na + nb;
-  FlatBand* band = args.bands + br;
-  std::uint32_t m = 0, blocks = 0;
-  unsigned long long leaf_bytes = 0, u_index = 0;
-  bool failed = false;
-  if (n != 0) {
-    Entry *x = shared_entries, *y = shared_entries + flat_shared_entries<V>;
-    const bool in_shared = n <= flat_shared_entries<V>;
+  const std::uint32_t b = st.log2d, d = 1u << b, br = blockIdx.x;
+  const std::uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const std::uint32_t units = flat_units(b), rows = 1u << flat_unit_log2_rows(b);
+  if (threadIdx.x == 0) {
+    band_blocks = 0;
+    band_leaf_bytes = 0;
+  }
+  unsigned char* mine = flat_shared + warp * flat_warp_shared_bytes<V>;
+  auto* counts = reinterpret_cast<std::uint32_t*>(mine);
+  std::uint32_t m = 0;
+  if (warp < units && (*st.flags & flag_scratch_too_small) == 0u) {
+    const std::uint32_t unit = br * units + warp, r0 = warp * rows, r1 = r0 + rows;
+    const FlatUnitSource<V> sa{st.a, args.a, args.buckets + unit, st.scratch + args.work->bucket_base[0],
+                               br, r0, r1, b, lane};
+    const FlatUnitSource<V> sb{st.b, args.b, args.buckets + d * units + unit, st.scratch + args.work->bucket_base[1],
+                               br, r0, r1, b, lane};
+    const std::uint32_t na = sa.count(), nb = sb.count();
+    const std::uint32_t n = na + nb;
+    Entry* x = reinterpret_cast<Entry*>(mine + flat_hist_bytes);
+    Entry* y = x + flat_unit_entries<V>;
+    bool failed = false;
+    unsigned long long u_index = 0;
+    const bool in_shared = n <= flat_unit_entries<V>;
     if (!in_shared) {
       const unsigned long long s0 = allocate(st.scratch_alloc, 2ull * n, lane);
       failed = s0 + 2ull * n > st.scratch_capacity;
@@ -414,140 +514,190 @@ __global__ void __launch_bounds__(32) flat_merge(FlatArgs<V> args) {
       y = x + n;
       u_index = s0 + n;
     }
-    if (!failed) {
+    if (!failed && n != 0) {
       const unsigned pa = sa.gather(x);
       const unsigned pb = sb.gather(x + na);
       __syncwarp();
-      if (pa != 0u) flat_sort(x, y, na, pa, b, lane, hist);
-      if (pb != 0u) flat_sort(x + na, y + na, nb, pb, b, lane, hist);
-      Entry* u = y;
-      m = AddWide<V>::merge(st, x, na, x + na, nb, u, lane);
-      AddWide<V>::for_blocks(u, m, b, lane,
-                             [&](std::uint32_t i, bool active, bool is_end, std::uint32_t start, std::uint32_t block) {
-                               if (active && is_end) {
-                                 leaf_bytes += choose_node(i - start + 1, b, true, sizeof(V)).bytes;
-                                 blocks = block + 1;
-                               }
-                             });
-      blocks = __reduce_max_sync(full_warp, blocks);
-      leaf_bytes = warp_sum64(leaf_bytes);
+      if (pa != 0u) flat_sort(x, y, na, pa, b, lane, counts);
+      if (pb != 0u) flat_sort(x + na, y + na, nb, pb, b, lane, counts);
+      m = AddWide<V>::merge(st, x, na, x + na, nb, y, lane);
       if (in_shared) {
         u_index = allocate(st.scratch_alloc, m, lane);
         failed = u_index + m > st.scratch_capacity;
-        if (!failed) {
-          Entry* g = st.scratch + u_index;
-          for (std::uint32_t i = lane; i < m; i += 32) g[i] = u[i];
-        }
+        if (!failed)
+          for (std::uint32_t i = lane; i < m; i += 32) st.scratch[u_index + i] = y[i];
       }
     }
     if (failed) {
-      // Still counted in below, so that the last band finds the flag.
       if (lane == 0) atomicOr(st.flags, flag_scratch_too_small);
-    } else if (lane == 0) {
-      band->m = m;
-      band->blocks = blocks;
-      band->leaf_bytes = leaf_bytes;
-      band->u = u_index;
+      m = 0;
+    }
+    flat_block_histogram(y, m, b, lane, counts);
+    if (lane == 0) {
+      unit_m[warp] = m;
+      args.units[unit] = FlatUnit{u_index, m, 0};
+    }
+  } else if (lane == 0) {
+    unit_m[warp] = 0;
+  }
+  __syncthreads();
+  // The band's leaves: a block column a thread.
+  for (std::uint32_t c = threadIdx.x; c < d; c += blockDim.x) {
+    std::uint32_t total = 0;
+    for (std::uint32_t w = 0; w < units; ++w)
+      total += reinterpret_cast<const std::uint32_t*>(flat_shared + w * flat_warp_shared_bytes<V>)[c];
+    if (total != 0) {
+      atomicAdd(&band_blocks, 1u);
+      atomicAdd(&band_leaf_bytes, static_cast<unsigned long long>(choose_node(total, b, true, sizeof(V)).bytes));
     }
   }
-
-  __threadfence();
-  __syncwarp();
-  unsigned last = 0;
-  if (lane == 0) last = atomicAdd(&args.work->tickets[2], 1u) == gridDim.x - 1;
-  if (__shfl_sync(full_warp, last, 0) == 0u) return;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    std::uint32_t band_m = 0;
+    for (std::uint32_t w = 0; w < flat_warps; ++w) band_m += unit_m[w];
+    args.bands[br].m = band_m;
+    args.bands[br].blocks = band_blocks;
+    args.bands[br].leaf_bytes = band_leaf_bytes;
+    __threadfence();
+    last = atomicAdd(&args.work->tickets[2], 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last || warp != 0) return;
   __threadfence();
   if ((*reinterpret_cast<volatile unsigned*>(st.flags) & flag_scratch_too_small) != 0u) return;
   flat_layout(args, gridDim.x, lane);
 }
 
-// A warp per band: its entries into the node flat_merge laid out.
+// A block per band, a warp per unit: the units' entries into the node
+// flat_merge laid out.
 template <class V>
-__global__ void __launch_bounds__(32) flat_write(FlatArgs<V> args) {
+__global__ void __launch_bounds__(flat_threads) flat_write(FlatArgs<V> args) {
   using Entry = WideEntry<V>;
-  __shared__ std::uint32_t hist[flat_max_bands];
-  __shared__ uint2 meta[flat_max_bands];
+  __shared__ std::uint32_t before[flat_warps][flat_max_bands];  // per unit and block column
+  __shared__ std::uint32_t leaf_total[flat_max_bands];
+  __shared__ NodeRef leaf_ref[flat_max_bands];
+  __shared__ std::uint32_t unit_m[flat_warps];
   const AddState<V>& st = args.st;
-  const std::uint32_t b = st.log2d, d = 1u << b, br = blockIdx.x, lane = threadIdx.x;
+  const std::uint32_t b = st.log2d, d = 1u << b, br = blockIdx.x;
+  const std::uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const std::uint32_t units = flat_units(b);
   const unsigned form = args.work->form;
   if (form == 0u) return;
   std::byte* node = st.dst + args.work->offset;
   const auto inner_type = static_cast<NodeType>(args.work->inner_type);
   const bool inner_dense = form == 2u && inner_type == NodeType::dense;
   auto* dense_row = reinterpret_cast<NodeRef*>(node) + (br << b);
+  // A band a block for the result's rows only: the block of band br also
+  // clears the dense inner node's rows br + k x grid beyond them.
   if (inner_dense)
-    for (std::uint32_t j = lane; j < d; j += 32) dense_row[j] = null_ref;
+    for (std::uint32_t row = br; row < d; row += gridDim.x)
+      for (std::uint32_t j = threadIdx.x; j < d; j += blockDim.x) reinterpret_cast<NodeRef*>(node)[(row << b) | j] = null_ref;
+  __syncthreads();
   const FlatBand band = args.bands[br];
-  if (band.m == 0) return;
-  const Entry* u = st.scratch + band.u;
-  const std::uint32_t m = band.m;
+  if (band.m == 0) return;  // the whole block leaves together
+  const FlatUnit unit = warp < units ? args.units[br * units + warp] : FlatUnit{0, 0, 0};
+  const Entry* u = st.scratch + unit.u;
+  if (lane == 0) unit_m[warp] = unit.m;
+  __syncthreads();
   if (form == 1u) {
-    // Standard order -> (row, col): a stable pass by the row's low digit
-    // (within a row of the band the standard order is by column already).
+    // Row-major already: each unit's run of the node's arrays.
+    std::uint32_t at = band.m_before;
+    for (std::uint32_t w = 0; w < warp; ++w) at += unit_m[w];
     const CooLayout l = coow_layout(*reinterpret_cast<const std::uint32_t*>(node), sizeof(V));
-    auto* dc = reinterpret_cast<WideCoord*>(node + l.coord_offset) + band.m_before;
-    V* dv = reinterpret_cast<V*>(node + l.value_offset) + band.m_before;
-    gpu::counting_pass(m, d, lane, hist, [&](std::uint32_t i) { return key_digit(u[i].key, 1, b); },
-                       [&](std::uint32_t i, std::uint32_t p) {
-                         const std::uint32_t k = u[i].key;
-                         dc[p] = WideCoord{static_cast<std::uint16_t>((key_digit(k, 3, b) << b) | key_digit(k, 1, b)),
-                                           static_cast<std::uint16_t>((key_digit(k, 2, b) << b) | key_digit(k, 0, b))};
-                         dv[p] = u[i].value;
-                       });
+    auto* dc = reinterpret_cast<WideCoord*>(node + l.coord_offset) + at;
+    V* dv = reinterpret_cast<V*>(node + l.value_offset) + at;
+    for (std::uint32_t i = lane; i < unit.m; i += 32) {
+      const std::uint32_t k = u[i].key;
+      dc[i] = WideCoord{static_cast<std::uint16_t>((br << b) | (k >> (2 * b))), static_cast<std::uint16_t>(k & (d * d - 1))};
+      dv[i] = u[i].value;
+    }
     return;
   }
-  // Standard form: the band's leaves, zeroed, then placed (each block's leaf
-  // recorded in `meta` as (reference, first entry)), then filled.
+  // Standard form. Each block column's entries before each unit's, then the
+  // band's leaves placed in block-column order and zeroed.
+  if (warp < units) flat_block_histogram(u, unit.m, b, lane, before[warp]);
+  __syncthreads();
+  for (std::uint32_t c = threadIdx.x; c < d; c += blockDim.x) {
+    std::uint32_t sum = 0;
+    for (std::uint32_t w = 0; w < units; ++w) {
+      const std::uint32_t n = before[w][c];
+      before[w][c] = sum;
+      sum += n;
+    }
+    leaf_total[c] = sum;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    unsigned long long placed = band.leaf_at;
+    std::uint32_t blocks = 0;
+    const std::uint32_t blocks_total = inner_dense ? 0u : *reinterpret_cast<const std::uint32_t*>(node);
+    const CooLayout il = inner_dense ? CooLayout{} : coo_layout(inner_type, blocks_total, sizeof(NodeRef));
+    auto* inner_refs = reinterpret_cast<NodeRef*>(node + (inner_dense ? 0u : il.value_offset));
+    auto* inner_coords = reinterpret_cast<LocalCoord*>(node + il.coord_offset);
+    for (std::uint32_t base = 0; base < d; base += 32) {
+      const std::uint32_t c = base + lane;
+      const std::uint32_t cnt = c < d ? leaf_total[c] : 0u;
+      const NodeChoice leaf = cnt ? choose_node(cnt, b, true, sizeof(V)) : NodeChoice{NodeType::dense, 0};
+      unsigned long long incl = leaf.bytes;
+      for (std::uint32_t o = 1; o < 32; o <<= 1) {
+        const unsigned long long t = __shfl_up_sync(full_warp, incl, o);
+        if (lane >= o) incl += t;
+      }
+      const unsigned present = __ballot_sync(full_warp, cnt != 0);
+      if (cnt != 0) {
+        const NodeRef ref = make_ref(placed + incl - leaf.bytes, leaf.type);
+        leaf_ref[c] = ref;
+        const std::uint32_t block = band.blocks_before + blocks + __popc(present & lanes_below(lane));
+        if (inner_dense) {
+          dense_row[c] = ref;
+        } else {
+          inner_coords[block] = LocalCoord{static_cast<std::uint8_t>(br), static_cast<std::uint8_t>(c)};
+          inner_refs[block] = ref;
+        }
+      }
+      placed += __shfl_sync(full_warp, incl, 31);
+      blocks += __popc(present);
+    }
+  }
   auto* zero = reinterpret_cast<uint4*>(st.dst + band.leaf_at);
-  for (std::uint64_t i = lane; i < band.leaf_bytes / 16; i += 32) zero[i] = make_uint4(0, 0, 0, 0);
-  __syncwarp();
-  const std::uint32_t blocks_total =
-      inner_dense ? 0u : *reinterpret_cast<const std::uint32_t*>(node);
-  const CooLayout il = inner_dense ? CooLayout{} : coo_layout(inner_type, blocks_total, sizeof(NodeRef));
-  auto* inner_refs = reinterpret_cast<NodeRef*>(node + (inner_dense ? 0u : il.value_offset));
-  auto* inner_coords = reinterpret_cast<LocalCoord*>(node + il.coord_offset);
-  unsigned long long placed = band.leaf_at;
-  AddWide<V>::for_blocks(u, m, b, lane, [&](std::uint32_t i, bool active, bool is_end, std::uint32_t start, std::uint32_t block) {
-    const std::uint32_t cnt = active && is_end ? i - start + 1 : 0u;
-    const NodeChoice leaf = cnt ? choose_node(cnt, b, true, sizeof(V)) : NodeChoice{NodeType::dense, 0};
-    unsigned long long incl = leaf.bytes;
-    for (std::uint32_t o = 1; o < 32; o <<= 1) {
-      const unsigned long long t = __shfl_up_sync(full_warp, incl, o);
-      if (lane >= o) incl += t;
+  for (std::uint64_t i = threadIdx.x; i < band.leaf_bytes / 16; i += blockDim.x) zero[i] = make_uint4(0, 0, 0, 0);
+  __syncthreads();
+  // Sparse leaves' counts, after the zeroing.
+  for (std::uint32_t c = threadIdx.x; c < d; c += blockDim.x)
+    if (leaf_total[c] != 0 && ref_type(leaf_ref[c]) != NodeType::dense)
+      *reinterpret_cast<std::uint32_t*>(st.dst + ref_offset(leaf_ref[c])) = leaf_total[c];
+  if (warp >= units) return;
+  // Each entry to its leaf: its place there is the entries of its block
+  // column before this unit plus those before it in this unit (a stable
+  // rank by match_any per step, as counting_pass).
+  std::uint32_t* base = before[warp];
+  for (std::uint32_t start = 0; start < unit.m; start += 32) {
+    const std::uint32_t i = start + lane;
+    const bool active = i < unit.m;
+    const std::uint32_t k = active ? u[i].key : 0u;
+    const std::uint32_t c = active ? key_digit(k, 1, b) : 0xFFFFu + lane;
+    const unsigned peers = __match_any_sync(full_warp, c);
+    std::uint32_t p = 0;
+    if (active) p = base[c] + __popc(peers & lanes_below(lane));
+    __syncwarp();
+    if (active) {
+      const NodeRef ref = leaf_ref[c];
+      std::byte* leaf = st.dst + ref_offset(ref);
+      const std::uint32_t row = k >> (2 * b), col = key_digit(k, 0, b);
+      if (ref_type(ref) == NodeType::dense) {
+        const std::uint32_t cell = (row << b) | col;
+        reinterpret_cast<V*>(leaf + dense_mask_bytes(b))[cell] = u[i].value;
+        set_mask_bit(leaf, cell);
+      } else {
+        const CooLayout l = coo_layout(ref_type(ref), leaf_total[c], sizeof(V));
+        reinterpret_cast<LocalCoord*>(leaf + l.coord_offset)[p] =
+            LocalCoord{static_cast<std::uint8_t>(row), static_cast<std::uint8_t>(col)};
+        reinterpret_cast<V*>(leaf + l.value_offset)[p] = u[i].value;
+      }
+      if ((peers >> lane) == 1u) base[c] += __popc(peers);
     }
-    const unsigned long long at = placed + incl - leaf.bytes;
-    placed += __shfl_sync(full_warp, incl, 31);
-    if (!cnt) return;
-    const NodeRef ref = make_ref(at, leaf.type);
-    meta[block] = make_uint2(ref, start);
-    const auto bc = static_cast<std::uint8_t>(key_digit(u[i].key, 2, b));
-    if (inner_dense) {
-      dense_row[bc] = ref;
-    } else {
-      inner_coords[band.blocks_before + block] = LocalCoord{static_cast<std::uint8_t>(br), bc};
-      inner_refs[band.blocks_before + block] = ref;
-    }
-    if (leaf.type != NodeType::dense) *reinterpret_cast<std::uint32_t*>(st.dst + at) = cnt;
-  });
-  __syncwarp();
-  AddWide<V>::for_blocks(u, m, b, lane, [&](std::uint32_t i, bool active, bool, std::uint32_t, std::uint32_t block) {
-    if (!active) return;
-    const uint2 mt = meta[block];
-    const NodeRef ref = mt.x;
-    std::byte* leaf = st.dst + ref_offset(ref);
-    const std::uint32_t k = u[i].key;
-    const LocalCoord lc{static_cast<std::uint8_t>(key_digit(k, 1, b)), static_cast<std::uint8_t>(key_digit(k, 0, b))};
-    if (ref_type(ref) == NodeType::dense) {
-      const std::uint32_t cell = (std::uint32_t{lc.row} << b) | lc.col;
-      reinterpret_cast<V*>(leaf + dense_mask_bytes(b))[cell] = u[i].value;
-      set_mask_bit(leaf, cell);
-    } else {
-      const std::uint32_t cnt = *reinterpret_cast<const std::uint32_t*>(leaf);
-      const CooLayout l = coo_layout(ref_type(ref), cnt, sizeof(V));
-      reinterpret_cast<LocalCoord*>(leaf + l.coord_offset)[i - mt.y] = lc;
-      reinterpret_cast<V*>(leaf + l.value_offset)[i - mt.y] = u[i].value;
-    }
-  });
+    __syncwarp();
+  }
 }
 
 }  // namespace hisparse::ops::add_gpu

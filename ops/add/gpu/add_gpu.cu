@@ -1,5 +1,6 @@
 // Dispatch layer of GPU sparse add.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <string>
 
@@ -40,6 +41,10 @@ struct AddCache : Context::CacheEntry {
   CachedRuntime<AddSetup<V, 8>, AddState<V>> rt8;
   DeviceBytes counters;
   runtime::PinnedBuffer done{sizeof(Counters)};
+  // The counters' initial values, staged here: a copy from pageable memory
+  // waits for the driver to stage it (the call has synchronised before it
+  // returns, so the previous call's copy is over).
+  runtime::PinnedBuffer init{sizeof(Counters)};
   DeviceBytes flat;  // FlatWork, the bands and the buckets of run_flat
 };
 
@@ -67,26 +72,40 @@ void run(CachedRuntime<Setup, AddState<V>>& cached, Context& ctx, const runtime:
 // runtime would give to one warp: add_flat.cuh takes them a band per warp.
 template <class V>
 void run_flat(Context& ctx, AddCache<V>& cache, const AddState<V>& st, NodeRef ra, NodeRef rb, NodeRef* slot,
-              std::uint64_t bucket_entries) {
+              std::uint64_t bucket_entries, index_t rows, const PoolHeader& header) {
   const cudaStream_t stream = ctx.stream();
-  const std::uint32_t d = 1u << st.log2d;
-  const std::size_t bytes = sizeof(FlatWork) + d * sizeof(FlatBand) + 2 * d * sizeof(FlatBucket);
+  const std::uint32_t d = 1u << st.log2d, units = d * flat_units(st.log2d);
+  const bool bucket = flat_bucketed(st.a.transposed, ra) || flat_bucketed(st.b.transposed, rb);
+  // FlatWork and the buckets first: the part that must start zeroed.
+  const std::size_t zeroed = sizeof(FlatWork) + (bucket ? 2 * units * sizeof(FlatBucket) : 0);
+  const std::size_t bytes = sizeof(FlatWork) + 2 * units * sizeof(FlatBucket) + d * sizeof(FlatBand) +
+                            units * sizeof(FlatUnit);
   if (cache.flat.size() < bytes) cache.flat = ctx.allocate(bytes);
-  cuda_check(cudaMemsetAsync(cache.flat.get(), 0, bytes, stream), "cudaMemsetAsync(flat add)");
+  cuda_check(cudaMemsetAsync(cache.flat.get(), 0, zeroed, stream), "cudaMemsetAsync(flat add)");
   auto* base = cache.flat.template as<std::byte>();
-  auto* bands = reinterpret_cast<FlatBand*>(base + sizeof(FlatWork));
+  auto* buckets = reinterpret_cast<FlatBucket*>(base + sizeof(FlatWork));
+  auto* bands = reinterpret_cast<FlatBand*>(buckets + 2 * units);
   const FlatArgs<V> args{st, ra, rb, slot, reinterpret_cast<FlatWork*>(base), bands,
-                         reinterpret_cast<FlatBucket*>(bands + d)};
-  const auto transposed_coow = [](bool transposed, NodeRef r) {
-    return transposed && r != null_ref && ref_type(r) == NodeType::coow;
-  };
-  if (transposed_coow(st.a.transposed, ra) || transposed_coow(st.b.transposed, rb)) {
-    const dim3 grid(static_cast<unsigned>(std::clamp<std::uint64_t>(bucket_entries / 2048, 1, 132)), 2);
-    flat_bucket_count<V><<<grid, 256, 0, stream>>>(args);
-    flat_bucket_fill<V><<<grid, 256, 0, stream>>>(args);
+                         reinterpret_cast<FlatUnit*>(bands + d), buckets, header};
+  // A block per band of the result's rows (a small matrix needs few).
+  const auto grid = static_cast<unsigned>(std::max<std::uint64_t>(1, (std::uint64_t{rows} + d - 1) / d));
+  if (bucket) {
+    // A thread per entry of a COOW node, a warp per leaf of an inner node.
+    const dim3 spread(static_cast<unsigned>(std::clamp<std::uint64_t>(bucket_entries / 1024, 8, 264)), 2);
+    flat_bucket_count<V><<<spread, 256, 0, stream>>>(args);
+    flat_bucket_fill<V><<<spread, 256, 0, stream>>>(args);
   }
-  flat_merge<V><<<d, 32, flat_merge_shared_bytes<V>, stream>>>(args);
-  flat_write<V><<<d, 32, 0, stream>>>(args);
+  // More than 48 KiB of dynamic shared memory: allowed once per device.
+  static std::atomic<std::uint64_t> shared_allowed{0};
+  const std::uint64_t bit = std::uint64_t{1} << (ctx.device() & 63);
+  if ((shared_allowed.load(std::memory_order_relaxed) & bit) == 0) {
+    cuda_check(cudaFuncSetAttribute(flat_merge<V>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(flat_merge_shared_bytes<V>)),
+               "cudaFuncSetAttribute(flat_merge)");
+    shared_allowed.fetch_or(bit, std::memory_order_relaxed);
+  }
+  flat_merge<V><<<grid, flat_threads, flat_merge_shared_bytes<V>, stream>>>(args);
+  flat_write<V><<<grid, flat_threads, 0, stream>>>(args);
   cuda_check(cudaGetLastError(), "launch of the flat add");
 }
 
@@ -147,8 +166,9 @@ DeviceMatrix<V> add(Context& ctx, const DeviceMatrix<V>& a, const DeviceMatrix<V
   std::uint64_t share = options.queue_capacity == 0 ? add_queue_share : 1;
   for (;;) {
     DeviceBytes pool = ctx.allocate(capacity);
-    const Counters init{sizeof(PoolHeader), 0, 0, null_ref, 0};
-    cuda_check(cudaMemcpyAsync(ct, &init, sizeof(init), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync(counters)");
+    auto* init = cache.init.template as<Counters>();
+    *init = Counters{sizeof(PoolHeader), 0, 0, null_ref, 0};
+    cuda_check(cudaMemcpyAsync(ct, init, sizeof(Counters), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync(counters)");
     const AddState<V> st{{a.pool(), a.transposed(), alpha * a.scale()},
                          {b.pool(), b.transposed(), beta * b.scale()},
                          pool.as<std::byte>(), &ct->alloc, capacity, &ct->flags, &ct->nnz, scratch.as<WideEntry<V>>(),
@@ -165,7 +185,7 @@ DeviceMatrix<V> add(Context& ctx, const DeviceMatrix<V>& a, const DeviceMatrix<V
     const auto t_setup = timed ? clock::now() : clock::time_point{};
     try {
       const std::uint64_t work = a.pool_bytes() + b.pool_bytes();
-      if (flat) run_flat(ctx, cache, st, ra, rb, &ct->root, std::max(a.nnz(), b.nnz()));
+      if (flat) run_flat(ctx, cache, st, ra, rb, &ct->root, a.nnz() + b.nnz(), shape.rows, header_of(null_ref));
       else if (log2d <= 7) run<AddSetup<V, 7>>(cache.rt7, ctx, cfg, st, root, work);
       else run<AddSetup<V, 8>>(cache.rt8, ctx, cfg, st, root, work);
     } catch (const runtime::QueueOverflow&) {
@@ -189,8 +209,10 @@ DeviceMatrix<V> add(Context& ctx, const DeviceMatrix<V>& a, const DeviceMatrix<V
       continue;
     }
     const Counters result = *done;
-    const PoolHeader h = header_of(result.root);
-    cuda_check(cudaMemcpyAsync(pool.get(), &h, sizeof(h), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync(header)");
+    if (!flat) {  // run_flat wrote it
+      const PoolHeader h = header_of(result.root);
+      cuda_check(cudaMemcpyAsync(pool.get(), &h, sizeof(h), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync(header)");
+    }
     if (result.alloc != capacity) {
       DeviceBytes exact = ctx.allocate(result.alloc);
       cuda_check(cudaMemcpyAsync(exact.get(), pool.get(), result.alloc, cudaMemcpyDeviceToDevice, stream),
