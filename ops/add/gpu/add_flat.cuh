@@ -83,15 +83,14 @@ struct FlatArgs {
   PoolHeader header;    // the result's, written with its root by flat_layout
 };
 
-// A unit sorts and merges in shared memory up to this many entries (both
-// operands' together), in scratch beyond.
-template <class V>
-inline constexpr std::uint32_t flat_unit_entries = 6144 / sizeof(WideEntry<V>);
+// A unit sorts and merges in shared memory: each warp's digit counts, then
+// an arena the warps take their room from as they need it (a unit with a
+// heavy row can take most of it), in scratch beyond.
 inline constexpr std::uint32_t flat_hist_bytes = flat_max_bands * sizeof(std::uint32_t);
+inline constexpr std::uint32_t flat_merge_shared_bytes = 200 * 1024;
 template <class V>
-inline constexpr std::uint32_t flat_warp_shared_bytes = flat_hist_bytes + 2 * flat_unit_entries<V> * sizeof(WideEntry<V>);
-template <class V>
-inline constexpr std::uint32_t flat_merge_shared_bytes = flat_warps * flat_warp_shared_bytes<V>;
+inline constexpr std::uint32_t flat_arena_entries =
+    (flat_merge_shared_bytes - flat_warps * flat_hist_bytes) / sizeof(WideEntry<V>);
 
 __device__ inline std::uint32_t row_key(std::uint32_t row_in_band, std::uint32_t col16, std::uint32_t b) {
   return (row_in_band << (2 * b)) | col16;
@@ -483,6 +482,7 @@ __global__ void __launch_bounds__(flat_threads) flat_merge(FlatArgs<V> args) {
   __shared__ std::uint32_t band_blocks;
   __shared__ unsigned long long band_leaf_bytes;
   __shared__ bool last;
+  __shared__ unsigned arena_used;
   const AddState<V>& st = args.st;
   const std::uint32_t b = st.log2d, d = 1u << b, br = blockIdx.x;
   const std::uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -490,9 +490,11 @@ __global__ void __launch_bounds__(flat_threads) flat_merge(FlatArgs<V> args) {
   if (threadIdx.x == 0) {
     band_blocks = 0;
     band_leaf_bytes = 0;
+    arena_used = 0;
   }
-  unsigned char* mine = flat_shared + warp * flat_warp_shared_bytes<V>;
-  auto* counts = reinterpret_cast<std::uint32_t*>(mine);
+  __syncthreads();
+  auto* counts = reinterpret_cast<std::uint32_t*>(flat_shared + warp * flat_hist_bytes);
+  auto* arena = reinterpret_cast<Entry*>(flat_shared + flat_warps * flat_hist_bytes);
   std::uint32_t m = 0;
   if (warp < units && (*st.flags & flag_scratch_too_small) == 0u) {
     const std::uint32_t unit = br * units + warp, r0 = warp * rows, r1 = r0 + rows;
@@ -502,11 +504,14 @@ __global__ void __launch_bounds__(flat_threads) flat_merge(FlatArgs<V> args) {
                                br, r0, r1, b, lane};
     const std::uint32_t na = sa.count(), nb = sb.count();
     const std::uint32_t n = na + nb;
-    Entry* x = reinterpret_cast<Entry*>(mine + flat_hist_bytes);
-    Entry* y = x + flat_unit_entries<V>;
+    unsigned at = 0;
+    if (lane == 0 && n != 0) at = atomicAdd(&arena_used, 2 * n);
+    at = __shfl_sync(full_warp, at, 0);
+    const bool in_shared = n == 0 || (2 * n <= flat_arena_entries<V> && at + 2 * n <= flat_arena_entries<V>);
+    Entry* x = arena + at;
+    Entry* y = x + n;
     bool failed = false;
     unsigned long long u_index = 0;
-    const bool in_shared = n <= flat_unit_entries<V>;
     if (!in_shared) {
       const unsigned long long s0 = allocate(st.scratch_alloc, 2ull * n, lane);
       failed = s0 + 2ull * n > st.scratch_capacity;
@@ -545,7 +550,7 @@ __global__ void __launch_bounds__(flat_threads) flat_merge(FlatArgs<V> args) {
   for (std::uint32_t c = threadIdx.x; c < d; c += blockDim.x) {
     std::uint32_t total = 0;
     for (std::uint32_t w = 0; w < units; ++w)
-      total += reinterpret_cast<const std::uint32_t*>(flat_shared + w * flat_warp_shared_bytes<V>)[c];
+      total += reinterpret_cast<const std::uint32_t*>(flat_shared + w * flat_hist_bytes)[c];
     if (total != 0) {
       atomicAdd(&band_blocks, 1u);
       atomicAdd(&band_leaf_bytes, static_cast<unsigned long long>(choose_node(total, b, true, sizeof(V)).bytes));

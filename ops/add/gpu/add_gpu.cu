@@ -100,11 +100,11 @@ void run_flat(Context& ctx, AddCache<V>& cache, const AddState<V>& st, NodeRef r
   const std::uint64_t bit = std::uint64_t{1} << (ctx.device() & 63);
   if ((shared_allowed.load(std::memory_order_relaxed) & bit) == 0) {
     cuda_check(cudaFuncSetAttribute(flat_merge<V>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(flat_merge_shared_bytes<V>)),
+                                    static_cast<int>(flat_merge_shared_bytes)),
                "cudaFuncSetAttribute(flat_merge)");
     shared_allowed.fetch_or(bit, std::memory_order_relaxed);
   }
-  flat_merge<V><<<grid, flat_threads, flat_merge_shared_bytes<V>, stream>>>(args);
+  flat_merge<V><<<grid, flat_threads, flat_merge_shared_bytes, stream>>>(args);
   flat_write<V><<<grid, flat_threads, 0, stream>>>(args);
   cuda_check(cudaGetLastError(), "launch of the flat add");
 }

@@ -171,18 +171,25 @@ TEST(AddGpu, WideRootBandPaths) {
   SCOPED_TRACE(seed_note(seed));
   std::mt19937_64 rng(seed);
   const runtime::Controller c = ops::AddOptions{}.controller;
-  // A band holding more entries than the shared memory takes (2048 f32, 1024
-  // f64 for both operands): rows 0-63 nearly full, the rest scattered; COOW
-  // roots, transposed ones bucketed.
-  for (std::uint32_t d : {64u, 128u}) {
-    Coo<double> heavy = random_coo<double>(4000, 3900, 6000, rng);
-    for (index_t i = 0; i < 3000; ++i) heavy.push(static_cast<index_t>(i % 64), static_cast<index_t>(i), 1.0 + i);
+  // A unit (d/16 rows of a band) holding more entries than a block's shared
+  // memory takes (about 11 k f32, 5.8 k f64 for both operands), in scratch:
+  // rows 0-7 holding 15 000 entries among scattered ones, a COOW root
+  // (transposed: bucketed); rows 0-3 full, a standard root.
+  {
+    std::uniform_int_distribution<index_t> col(0, 15999);
+    Coo<double> heavy = random_coo<double>(16000, 16000, 6000, rng);
+    for (index_t i = 0; i < 15000; ++i) heavy.push(i % 8, col(rng), 1.0 + i);
     Coo<float> heavy32{heavy.rows, heavy.cols, heavy.row, heavy.col, {}};
     for (double v : heavy.val) heavy32.val.push_back(static_cast<float>(v));
-    check_states(build_wide(heavy, d), build_wide(gen::moved_pattern(heavy, 3.0, rng()), d), c,
-                 "heavy band d" + std::to_string(d));
-    check_states(build_wide(heavy32, d), build_wide(gen::moved_pattern(heavy32, 3.0, rng()), d), c,
-                 "heavy band f32 d" + std::to_string(d));
+    check_states(build_wide(heavy, 128), build_wide(gen::moved_pattern(heavy, 3.0, rng()), 128), c,
+                 "heavy unit, COOW root");
+    check_states(build_wide(heavy32, 128), build_wide(gen::moved_pattern(heavy32, 3.0, rng()), 128), c,
+                 "heavy unit f32, COOW root");
+    Coo<double> full_rows = random_coo<double>(4000, 3900, 300, rng);
+    for (index_t i = 0; i < 15000; ++i) full_rows.push(i % 4, i / 4, 1.0 + i);
+    const Matrix<double> standard = build(full_rows, 64, true);
+    EXPECT_NE(ref_type(standard.content().header().root), NodeType::coow);
+    check_states(standard, build(gen::moved_pattern(full_rows, 3.0, rng()), 64, true), c, "heavy unit, standard root");
   }
   // The standard form with a dense inner node (every block holds entries),
   // against a scattered wide operand: the result's form is decided anew.
