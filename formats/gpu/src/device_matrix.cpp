@@ -30,21 +30,21 @@ bool injected_failure_due() {
 }
 }  // namespace
 
-DeviceBytes::DeviceBytes(std::size_t bytes) : size_(bytes) {
+DeviceBytes::DeviceBytes(std::size_t bytes) : size_(bytes), capacity_(bytes) {
   if (!bytes) return;
   if (injected_failure_due())
     throw Error("CUDA error in cudaMalloc: cudaErrorMemoryAllocation (out of memory, injected by a test)");
   cuda_check(cudaMalloc(&ptr_, bytes), "cudaMalloc");
 }
 DeviceBytes::DeviceBytes(std::size_t bytes, cudaStream_t stream, cudaMemPool_t pool)
-    : size_(bytes), stream_(stream), pooled_(true) {
+    : size_(bytes), capacity_(bytes), stream_(stream), pooled_(true) {
   if (!bytes) return;
   if (injected_failure_due())
     throw Error("CUDA error in cudaMallocFromPoolAsync: cudaErrorMemoryAllocation (out of memory, injected by a test)");
   cuda_check(cudaMallocFromPoolAsync(&ptr_, bytes, pool, stream), "cudaMallocFromPoolAsync");
 }
 DeviceBytes::DeviceBytes(std::size_t bytes, cudaStream_t stream, std::shared_ptr<runtime::DeviceAllocator> allocator)
-    : size_(bytes), stream_(stream), allocator_(std::move(allocator)) {
+    : size_(bytes), capacity_(bytes), stream_(stream), allocator_(std::move(allocator)) {
   if (!bytes) return;
   if (injected_failure_due())
     throw Error("device allocation of " + std::to_string(bytes) + " bytes failed: out of memory (injected by a test)");
@@ -60,7 +60,7 @@ DeviceBytes::DeviceBytes(std::size_t bytes, cudaStream_t stream, std::shared_ptr
 }
 void DeviceBytes::release() noexcept {
   if (!ptr_) return;
-  if (allocator_) allocator_->deallocate(ptr_, size_, stream_);
+  if (allocator_) allocator_->deallocate(ptr_, capacity_, stream_);
   else if (pooled_) cudaFreeAsync(ptr_, stream_);
   else cudaFree(ptr_);
   ptr_ = nullptr;
@@ -70,15 +70,20 @@ DeviceBytes& DeviceBytes::operator=(DeviceBytes&& o) noexcept {
     release();
     ptr_ = o.ptr_;
     size_ = o.size_;
+    capacity_ = o.capacity_;
     stream_ = o.stream_;
     pooled_ = o.pooled_;
     allocator_ = std::move(o.allocator_);
     o.ptr_ = nullptr;
-    o.size_ = 0;
+    o.size_ = o.capacity_ = 0;
   }
   return *this;
 }
 DeviceBytes::~DeviceBytes() { release(); }
+void DeviceBytes::shrink(std::size_t bytes) {
+  if (bytes > size_) throw Error("DeviceBytes::shrink: " + std::to_string(bytes) + " bytes asked of " + std::to_string(size_));
+  size_ = bytes;
+}
 
 template <class V>
 DeviceMatrix<V>::DeviceMatrix(const Matrix<V>& host, cudaStream_t stream)

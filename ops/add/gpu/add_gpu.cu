@@ -31,6 +31,7 @@ struct Counters {
   unsigned long long scratch_alloc;
   NodeRef root;
   unsigned flags;
+  FlatWork flat;  // run_flat's, zeroed with the rest
 };
 
 // Kept in a Context between calls: the runtimes of both node-size classes
@@ -54,6 +55,10 @@ struct AddCache : Context::CacheEntry {
 // fills a queue is repeated with all of it.
 inline constexpr std::uint64_t add_queue_share = 16;
 
+// A result's pool keeps the room it was written into (its size shrunk) when
+// at most this much, or a quarter of the result, is left over.
+inline constexpr std::uint64_t add_slack_kept = 64 * 1024;
+
 template <class Setup, class V>
 void run(CachedRuntime<Setup, AddState<V>>& cached, Context& ctx, const runtime::RuntimeConfig& cfg,
          const AddState<V>& st, const AddItem& root, std::uint64_t work_bytes) {
@@ -72,21 +77,18 @@ void run(CachedRuntime<Setup, AddState<V>>& cached, Context& ctx, const runtime:
 // runtime would give to one warp: add_flat.cuh takes them a band per warp.
 template <class V>
 void run_flat(Context& ctx, AddCache<V>& cache, const AddState<V>& st, NodeRef ra, NodeRef rb, NodeRef* slot,
-              std::uint64_t bucket_entries, index_t rows, const PoolHeader& header) {
+              FlatWork* work, std::uint64_t bucket_entries, index_t rows, const PoolHeader& header) {
   const cudaStream_t stream = ctx.stream();
   const std::uint32_t d = 1u << st.log2d, units = d * flat_units(st.log2d);
   const bool bucket = flat_bucketed(st.a.transposed, ra) || flat_bucketed(st.b.transposed, rb);
-  // FlatWork and the buckets first: the part that must start zeroed.
-  const std::size_t zeroed = sizeof(FlatWork) + (bucket ? 2 * units * sizeof(FlatBucket) : 0);
-  const std::size_t bytes = sizeof(FlatWork) + 2 * units * sizeof(FlatBucket) + d * sizeof(FlatBand) +
-                            units * sizeof(FlatUnit);
+  // The buckets (which must start zeroed, when used), the bands, the units.
+  const std::size_t bytes = 2 * units * sizeof(FlatBucket) + d * sizeof(FlatBand) + units * sizeof(FlatUnit);
   if (cache.flat.size() < bytes) cache.flat = ctx.allocate(bytes);
-  cuda_check(cudaMemsetAsync(cache.flat.get(), 0, zeroed, stream), "cudaMemsetAsync(flat add)");
-  auto* base = cache.flat.template as<std::byte>();
-  auto* buckets = reinterpret_cast<FlatBucket*>(base + sizeof(FlatWork));
+  auto* buckets = cache.flat.template as<FlatBucket>();
+  if (bucket)
+    cuda_check(cudaMemsetAsync(buckets, 0, 2 * units * sizeof(FlatBucket), stream), "cudaMemsetAsync(flat add)");
   auto* bands = reinterpret_cast<FlatBand*>(buckets + 2 * units);
-  const FlatArgs<V> args{st, ra, rb, slot, reinterpret_cast<FlatWork*>(base), bands,
-                         reinterpret_cast<FlatUnit*>(bands + d), buckets, header};
+  const FlatArgs<V> args{st, ra, rb, slot, work, bands, reinterpret_cast<FlatUnit*>(bands + d), buckets, header};
   // A block per band of the result's rows (a small matrix needs few).
   const auto grid = static_cast<unsigned>(std::max<std::uint64_t>(1, (std::uint64_t{rows} + d - 1) / d));
   if (bucket) {
@@ -102,6 +104,12 @@ void run_flat(Context& ctx, AddCache<V>& cache, const AddState<V>& st, NodeRef r
     cuda_check(cudaFuncSetAttribute(flat_merge<V>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(flat_merge_shared_bytes)),
                "cudaFuncSetAttribute(flat_merge)");
+    // Both kernels ask for the largest shared-memory split, so that the
+    // multiprocessors are not reconfigured between them.
+    cuda_check(cudaFuncSetAttribute(flat_merge<V>, cudaFuncAttributePreferredSharedMemoryCarveout, 100),
+               "cudaFuncSetAttribute(flat_merge)");
+    cuda_check(cudaFuncSetAttribute(flat_write<V>, cudaFuncAttributePreferredSharedMemoryCarveout, 100),
+               "cudaFuncSetAttribute(flat_write)");
     shared_allowed.fetch_or(bit, std::memory_order_relaxed);
   }
   flat_merge<V><<<grid, flat_threads, flat_merge_shared_bytes, stream>>>(args);
@@ -167,7 +175,7 @@ DeviceMatrix<V> add(Context& ctx, const DeviceMatrix<V>& a, const DeviceMatrix<V
   for (;;) {
     DeviceBytes pool = ctx.allocate(capacity);
     auto* init = cache.init.template as<Counters>();
-    *init = Counters{sizeof(PoolHeader), 0, 0, null_ref, 0};
+    *init = Counters{sizeof(PoolHeader), 0, 0, null_ref, 0, FlatWork{}};
     cuda_check(cudaMemcpyAsync(ct, init, sizeof(Counters), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync(counters)");
     const AddState<V> st{{a.pool(), a.transposed(), alpha * a.scale()},
                          {b.pool(), b.transposed(), beta * b.scale()},
@@ -185,7 +193,7 @@ DeviceMatrix<V> add(Context& ctx, const DeviceMatrix<V>& a, const DeviceMatrix<V
     const auto t_setup = timed ? clock::now() : clock::time_point{};
     try {
       const std::uint64_t work = a.pool_bytes() + b.pool_bytes();
-      if (flat) run_flat(ctx, cache, st, ra, rb, &ct->root, a.nnz() + b.nnz(), shape.rows, header_of(null_ref));
+      if (flat) run_flat(ctx, cache, st, ra, rb, &ct->root, &ct->flat, a.nnz() + b.nnz(), shape.rows, header_of(null_ref));
       else if (log2d <= 7) run<AddSetup<V, 7>>(cache.rt7, ctx, cfg, st, root, work);
       else run<AddSetup<V, 8>>(cache.rt8, ctx, cfg, st, root, work);
     } catch (const runtime::QueueOverflow&) {
@@ -213,7 +221,11 @@ DeviceMatrix<V> add(Context& ctx, const DeviceMatrix<V>& a, const DeviceMatrix<V
       const PoolHeader h = header_of(result.root);
       cuda_check(cudaMemcpyAsync(pool.get(), &h, sizeof(h), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync(header)");
     }
-    if (result.alloc != capacity) {
+    // The pool is cut to its size: in place where little room is left over
+    // (the allocation stays whole, perf-log A8), by a copy otherwise.
+    if (capacity - result.alloc <= std::max<std::uint64_t>(add_slack_kept, result.alloc / 4)) {
+      pool.shrink(result.alloc);
+    } else {
       DeviceBytes exact = ctx.allocate(result.alloc);
       cuda_check(cudaMemcpyAsync(exact.get(), pool.get(), result.alloc, cudaMemcpyDeviceToDevice, stream),
                  "cudaMemcpyAsync(pool)");

@@ -26,6 +26,11 @@ struct CopyCache : Context::CacheEntry {
   CachedRuntime<CopySetup<V>, CopyState<V>> rt;
   DeviceBytes scratch;
   runtime::PinnedBuffer done{sizeof(Scratch)};
+  // Staging for the host-to-device copies: from pageable memory a copy waits
+  // for the driver to stage it. The call synchronises before it writes the
+  // header's, so the previous call's copies are over by then.
+  runtime::PinnedBuffer init{sizeof(Scratch)};
+  runtime::PinnedBuffer header{sizeof(PoolHeader)};
 };
 
 // A sixteenth of the never-overflowing queue bound first (as the add's).
@@ -50,8 +55,9 @@ DeviceMatrix<V> rebuild(Context& ctx, const DeviceMatrix<V>& a, bool transpose, 
   std::uint64_t share = options.queue_capacity == 0 ? copy_queue_share : 1;
   for (;;) {
     cuda_check(cudaMemsetAsync(pool.get(), 0, pool.size(), stream), "cudaMemsetAsync(pool)");
-    const Scratch init{sizeof(PoolHeader), null_ref, 0};
-    cuda_check(cudaMemcpyAsync(sc, &init, sizeof(init), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync(scratch)");
+    auto* init = cache.init.template as<Scratch>();
+    *init = Scratch{sizeof(PoolHeader), null_ref, 0};
+    cuda_check(cudaMemcpyAsync(sc, init, sizeof(Scratch), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync(scratch)");
     if (a.root() == null_ref) break;
     const CopyState<V> st{a.pool(), pool.as<std::byte>(), sort_buffer.as<std::byte>(), &sc->alloc, pool.size(),
                           &sc->overflow, s.log2_node_size, s.depth, transpose, a.scale(), apply_scale};
@@ -80,10 +86,10 @@ DeviceMatrix<V> rebuild(Context& ctx, const DeviceMatrix<V>& a, bool transpose, 
   if (result.overflow || result.alloc != a.pool_bytes())
     throw Error("copy: rebuilt pool holds " + std::to_string(result.alloc) + " bytes, the source " +
                 std::to_string(a.pool_bytes()) + " (corrupt source pool?)");
-  const PoolHeader h{pool_magic, result.root, static_cast<std::uint8_t>(s.log2_node_size), static_cast<std::uint8_t>(s.depth),
-                     sizeof(V), static_cast<std::uint8_t>(a.wide_nodes() ? pool_flag_wide : 0), 0};
-  // From pageable memory: the call returns once `h` is staged.
-  cuda_check(cudaMemcpyAsync(pool.get(), &h, sizeof(h), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync(header)");
+  auto* h = cache.header.template as<PoolHeader>();
+  *h = PoolHeader{pool_magic, result.root, static_cast<std::uint8_t>(s.log2_node_size), static_cast<std::uint8_t>(s.depth),
+                  sizeof(V), static_cast<std::uint8_t>(a.wide_nodes() ? pool_flag_wide : 0), 0};
+  cuda_check(cudaMemcpyAsync(pool.get(), h, sizeof(PoolHeader), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync(header)");
   return DeviceMatrix<V>::adopt(std::move(pool), out_shape, a.nnz(), result.root, keep_state && a.transposed(),
                                 keep_state ? a.scale() : V(1), a.wide_nodes());
 }

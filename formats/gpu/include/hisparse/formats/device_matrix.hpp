@@ -48,9 +48,14 @@ class DeviceBytes {
   // Failures (the allocator's exceptions) become hisparse::Error.
   DeviceBytes(std::size_t bytes, cudaStream_t stream, std::shared_ptr<runtime::DeviceAllocator> allocator);
   DeviceBytes(DeviceBytes&& o) noexcept
-      : ptr_(o.ptr_), size_(o.size_), stream_(o.stream_), pooled_(o.pooled_), allocator_(std::move(o.allocator_)) {
+      : ptr_(o.ptr_),
+        size_(o.size_),
+        capacity_(o.capacity_),
+        stream_(o.stream_),
+        pooled_(o.pooled_),
+        allocator_(std::move(o.allocator_)) {
     o.ptr_ = nullptr;
-    o.size_ = 0;
+    o.size_ = o.capacity_ = 0;
   }
   DeviceBytes& operator=(DeviceBytes&& o) noexcept;
   DeviceBytes(const DeviceBytes&) = delete;
@@ -58,6 +63,12 @@ class DeviceBytes {
   ~DeviceBytes();
   [[nodiscard]] void* get() const { return ptr_; }
   [[nodiscard]] std::size_t size() const { return size_; }
+  // The allocation, which shrink() leaves as it is.
+  [[nodiscard]] std::size_t capacity() const { return capacity_; }
+  // The first `bytes` (at most size()) are what size() reports from now on;
+  // the allocation is kept and freed whole. For a result that fills most of
+  // the room it was written into: cheaper than a copy into an exact one.
+  void shrink(std::size_t bytes);
   template <class T>
   [[nodiscard]] T* as() const { return static_cast<T*>(ptr_); }
 
@@ -65,6 +76,7 @@ class DeviceBytes {
   void release() noexcept;
   void* ptr_ = nullptr;
   std::size_t size_ = 0;
+  std::size_t capacity_ = 0;
   cudaStream_t stream_ = nullptr;
   bool pooled_ = false;
   std::shared_ptr<runtime::DeviceAllocator> allocator_;
