@@ -74,14 +74,32 @@ struct FlatWork {
 template <class V>
 struct FlatArgs {
   AddState<V> st;
-  NodeRef a, b;   // the operands' roots
-  NodeRef* slot;  // where the result's root goes
-  FlatWork* work;
-  FlatBand* bands;      // d
-  FlatUnit* units;      // d x flat_units
-  FlatBucket* buckets;  // 2 x d x flat_units (side a, then side b)
-  PoolHeader header;    // the result's, written with its root by flat_layout
+  const FlatPair* pairs;  // blockIdx.y's pair; null: `root` alone
+  FlatPair root;          // the matrices' roots and the result's root slot
+  FlatWork* work;         // one per pair
+  FlatBand* bands;        // d per pair
+  FlatUnit* units;        // d x flat_units per pair
+  FlatBucket* buckets;    // 2 x d x flat_units per pair (side a, then side b)
+  PoolHeader header;      // the result's, written with its root when `pairs` is null
 };
+
+// One pair's operands, slot and work memory.
+struct FlatPairView {
+  NodeRef a, b;
+  NodeRef* slot;
+  FlatWork* work;
+  FlatBand* bands;
+  FlatUnit* units;
+  FlatBucket* buckets;
+};
+
+template <class V>
+__device__ inline FlatPairView flat_pair(const FlatArgs<V>& args, std::uint32_t p) {
+  const std::uint32_t d = 1u << args.st.log2d, u = d * flat_units(args.st.log2d);
+  const FlatPair fp = args.pairs != nullptr ? args.pairs[p] : args.root;
+  return {fp.a, fp.b, fp.slot, args.work + p, args.bands + std::size_t{p} * d, args.units + std::size_t{p} * u,
+          args.buckets + std::size_t{p} * 2 * u};
+}
 
 // A unit sorts and merges in shared memory: each warp's digit counts, then
 // an arena the warps take their room from as they need it (a unit with a
@@ -158,13 +176,14 @@ __device__ inline std::uint32_t flat_bucket_add(unsigned* counter, std::uint32_t
 // takes the buckets' room from the scratch.
 template <class V>
 __global__ void flat_bucket_count(FlatArgs<V> args) {
-  const std::uint32_t side = blockIdx.y;
+  const std::uint32_t side = blockIdx.y & 1u;
+  const FlatPairView pv = flat_pair(args, blockIdx.y >> 1);
   const Operand<V>& op = side == 0 ? args.st.a : args.st.b;
-  const NodeRef ref = side == 0 ? args.a : args.b;
+  const NodeRef ref = side == 0 ? pv.a : pv.b;
   if (!flat_bucketed(op.transposed, ref)) return;
   const std::uint32_t b = args.st.log2d, shift = flat_unit_log2_rows(b);
   const std::uint32_t n_buckets = (1u << b) * flat_units(b);
-  FlatBucket* buckets = args.buckets + side * n_buckets;
+  FlatBucket* buckets = pv.buckets + side * n_buckets;
   __shared__ bool last;
   flat_for_each_entry(op, ref, b, [&](std::uint32_t r16, std::uint32_t, V) {
     (void)flat_bucket_add(&buckets[r16 >> shift].count, r16 >> shift);
@@ -172,7 +191,7 @@ __global__ void flat_bucket_count(FlatArgs<V> args) {
   __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) {
-    last = atomicAdd(&args.work->tickets[side], 1u) == gridDim.x - 1;
+    last = atomicAdd(&pv.work->tickets[side], 1u) == gridDim.x - 1;
   }
   __syncthreads();
   if (!last || threadIdx.x >= 32) return;
@@ -188,7 +207,7 @@ __global__ void flat_bucket_count(FlatArgs<V> args) {
   const unsigned long long at = allocate(args.st.scratch_alloc, offset, lane);
   if (lane == 0) {
     if (at + offset > args.st.scratch_capacity) atomicOr(args.st.flags, flag_scratch_too_small);
-    args.work->bucket_base[side] = at;
+    pv.work->bucket_base[side] = at;
   }
 }
 
@@ -196,14 +215,15 @@ __global__ void flat_bucket_count(FlatArgs<V> args) {
 // order: flat_merge sorts the unit).
 template <class V>
 __global__ void flat_bucket_fill(FlatArgs<V> args) {
-  const std::uint32_t side = blockIdx.y;
+  const std::uint32_t side = blockIdx.y & 1u;
+  const FlatPairView pv = flat_pair(args, blockIdx.y >> 1);
   const Operand<V>& op = side == 0 ? args.st.a : args.st.b;
-  const NodeRef ref = side == 0 ? args.a : args.b;
+  const NodeRef ref = side == 0 ? pv.a : pv.b;
   if (!flat_bucketed(op.transposed, ref)) return;
   if ((*args.st.flags & flag_scratch_too_small) != 0u) return;
   const std::uint32_t b = args.st.log2d, d = 1u << b, shift = flat_unit_log2_rows(b);
-  FlatBucket* buckets = args.buckets + side * d * flat_units(b);
-  WideEntry<V>* out = args.st.scratch + args.work->bucket_base[side];
+  FlatBucket* buckets = pv.buckets + side * d * flat_units(b);
+  WideEntry<V>* out = args.st.scratch + pv.work->bucket_base[side];
   flat_for_each_entry(op, ref, b, [&](std::uint32_t r16, std::uint32_t c16, V value) {
     const std::uint32_t k = r16 >> shift;
     const std::uint32_t at = flat_bucket_add(&buckets[k].cursor, k);
@@ -389,14 +409,14 @@ __device__ void flat_sort(WideEntry<V>* x, WideEntry<V>* y, std::uint32_t n, uns
 // node allocated, headers and padding written, every band told where its
 // entries go. By one warp.
 template <class V>
-__device__ void flat_layout(const FlatArgs<V>& args, std::uint32_t bands, std::uint32_t lane) {
+__device__ void flat_layout(const FlatArgs<V>& args, const FlatPairView& pv, std::uint32_t bands, std::uint32_t lane) {
   const AddState<V>& st = args.st;
   const std::uint32_t b = st.log2d;
   std::uint32_t m_total = 0, blocks_total = 0;
   unsigned long long leaf_total = 0;
   for (std::uint32_t base = 0; base < bands; base += 32) {
     const std::uint32_t i = base + lane;
-    FlatBand* band = args.bands + i;
+    FlatBand* band = pv.bands + i;
     const std::uint32_t m = i < bands ? __ldcg(&band->m) : 0u;
     const std::uint32_t nb = i < bands ? __ldcg(&band->blocks) : 0u;
     const unsigned long long lb = i < bands ? __ldcg(&band->leaf_bytes) : 0ull;
@@ -428,7 +448,7 @@ __device__ void flat_layout(const FlatArgs<V>& args, std::uint32_t bands, std::u
   }
   std::byte* dst = st.dst + offset;
   if (!as_coow)
-    for (std::uint32_t i = lane; i < bands; i += 32) args.bands[i].leaf_at += offset + inner.bytes;
+    for (std::uint32_t i = lane; i < bands; i += 32) pv.bands[i].leaf_at += offset + inner.bytes;
   // What no band writes: the header word and the padding.
   auto zero = [&](std::uint64_t from, std::uint64_t to) {
     for (std::uint64_t i = from + lane; i < to; i += 32) dst[i] = std::byte{0};
@@ -447,14 +467,16 @@ __device__ void flat_layout(const FlatArgs<V>& args, std::uint32_t bands, std::u
     if (lane == 0) *reinterpret_cast<std::uint32_t*>(dst) = blocks_total;
   }  // a dense inner node: each band zeroes and fills its own row of it
   if (lane == 0) {
-    args.work->offset = offset;
-    args.work->inner_type = static_cast<unsigned>(inner.type);
-    args.work->form = as_coow ? 1u : 2u;
+    pv.work->offset = offset;
+    pv.work->inner_type = static_cast<unsigned>(inner.type);
+    pv.work->form = as_coow ? 1u : 2u;
     const NodeRef root = make_ref(offset, as_coow ? NodeType::coow : inner.type);
-    *args.slot = root;
-    PoolHeader h = args.header;
-    h.root = root;
-    *reinterpret_cast<PoolHeader*>(st.dst) = h;  // no copy from the host after the run
+    *pv.slot = root;
+    if (args.pairs == nullptr) {
+      PoolHeader h = args.header;
+      h.root = root;
+      *reinterpret_cast<PoolHeader*>(st.dst) = h;  // no copy from the host after the run
+    }
     atomicAdd(st.nnz, static_cast<unsigned long long>(m_total));
   }
 }
@@ -477,6 +499,7 @@ __device__ void flat_block_histogram(const WideEntry<V>* u, std::uint32_t m, std
 template <class V>
 __global__ void __launch_bounds__(flat_threads) flat_merge(FlatArgs<V> args) {
   using Entry = WideEntry<V>;
+  const FlatPairView pv = flat_pair(args, blockIdx.y);
   extern __shared__ __align__(16) unsigned char flat_shared[];
   __shared__ std::uint32_t unit_m[flat_warps];
   __shared__ std::uint32_t band_blocks;
@@ -498,9 +521,9 @@ __global__ void __launch_bounds__(flat_threads) flat_merge(FlatArgs<V> args) {
   std::uint32_t m = 0;
   if (warp < units && (*st.flags & flag_scratch_too_small) == 0u) {
     const std::uint32_t unit = br * units + warp, r0 = warp * rows, r1 = r0 + rows;
-    const FlatUnitSource<V> sa{st.a, args.a, args.buckets + unit, st.scratch + args.work->bucket_base[0],
+    const FlatUnitSource<V> sa{st.a, pv.a, pv.buckets + unit, st.scratch + pv.work->bucket_base[0],
                                br, r0, r1, b, lane};
-    const FlatUnitSource<V> sb{st.b, args.b, args.buckets + d * units + unit, st.scratch + args.work->bucket_base[1],
+    const FlatUnitSource<V> sb{st.b, pv.b, pv.buckets + d * units + unit, st.scratch + pv.work->bucket_base[1],
                                br, r0, r1, b, lane};
     const std::uint32_t na = sa.count(), nb = sb.count();
     const std::uint32_t n = na + nb;
@@ -540,7 +563,7 @@ __global__ void __launch_bounds__(flat_threads) flat_merge(FlatArgs<V> args) {
     flat_block_histogram(y, m, b, lane, counts);
     if (lane == 0) {
       unit_m[warp] = m;
-      args.units[unit] = FlatUnit{u_index, m, 0};
+      pv.units[unit] = FlatUnit{u_index, m, 0};
     }
   } else if (lane == 0) {
     unit_m[warp] = 0;
@@ -560,17 +583,17 @@ __global__ void __launch_bounds__(flat_threads) flat_merge(FlatArgs<V> args) {
   if (threadIdx.x == 0) {
     std::uint32_t band_m = 0;
     for (std::uint32_t w = 0; w < flat_warps; ++w) band_m += unit_m[w];
-    args.bands[br].m = band_m;
-    args.bands[br].blocks = band_blocks;
-    args.bands[br].leaf_bytes = band_leaf_bytes;
+    pv.bands[br].m = band_m;
+    pv.bands[br].blocks = band_blocks;
+    pv.bands[br].leaf_bytes = band_leaf_bytes;
     __threadfence();
-    last = atomicAdd(&args.work->tickets[2], 1u) == gridDim.x - 1;
+    last = atomicAdd(&pv.work->tickets[2], 1u) == gridDim.x - 1;
   }
   __syncthreads();
   if (!last || warp != 0) return;
   __threadfence();
   if ((*reinterpret_cast<volatile unsigned*>(st.flags) & flag_scratch_too_small) != 0u) return;
-  flat_layout(args, gridDim.x, lane);
+  flat_layout(args, pv, gridDim.x, lane);
 }
 
 // A block per band, a warp per unit: the units' entries into the node
@@ -578,6 +601,7 @@ __global__ void __launch_bounds__(flat_threads) flat_merge(FlatArgs<V> args) {
 template <class V>
 __global__ void __launch_bounds__(flat_threads) flat_write(FlatArgs<V> args) {
   using Entry = WideEntry<V>;
+  const FlatPairView pv = flat_pair(args, blockIdx.y);
   __shared__ std::uint32_t before[flat_warps][flat_max_bands];  // per unit and block column
   __shared__ std::uint32_t leaf_total[flat_max_bands];
   __shared__ NodeRef leaf_ref[flat_max_bands];
@@ -586,10 +610,10 @@ __global__ void __launch_bounds__(flat_threads) flat_write(FlatArgs<V> args) {
   const std::uint32_t b = st.log2d, d = 1u << b, br = blockIdx.x;
   const std::uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const std::uint32_t units = flat_units(b);
-  const unsigned form = args.work->form;
+  const unsigned form = pv.work->form;
   if (form == 0u) return;
-  std::byte* node = st.dst + args.work->offset;
-  const auto inner_type = static_cast<NodeType>(args.work->inner_type);
+  std::byte* node = st.dst + pv.work->offset;
+  const auto inner_type = static_cast<NodeType>(pv.work->inner_type);
   const bool inner_dense = form == 2u && inner_type == NodeType::dense;
   auto* dense_row = reinterpret_cast<NodeRef*>(node) + (br << b);
   // A band a block for the result's rows only: the block of band br also
@@ -598,9 +622,9 @@ __global__ void __launch_bounds__(flat_threads) flat_write(FlatArgs<V> args) {
     for (std::uint32_t row = br; row < d; row += gridDim.x)
       for (std::uint32_t j = threadIdx.x; j < d; j += blockDim.x) reinterpret_cast<NodeRef*>(node)[(row << b) | j] = null_ref;
   __syncthreads();
-  const FlatBand band = args.bands[br];
+  const FlatBand band = pv.bands[br];
   if (band.m == 0) return;  // the whole block leaves together
-  const FlatUnit unit = warp < units ? args.units[br * units + warp] : FlatUnit{0, 0, 0};
+  const FlatUnit unit = warp < units ? pv.units[br * units + warp] : FlatUnit{0, 0, 0};
   const Entry* u = st.scratch + unit.u;
   if (lane == 0) unit_m[warp] = unit.m;
   __syncthreads();

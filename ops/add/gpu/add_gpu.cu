@@ -31,7 +31,9 @@ struct Counters {
   unsigned long long scratch_alloc;
   NodeRef root;
   unsigned flags;
-  FlatWork flat;  // run_flat's, zeroed with the rest
+  unsigned big_count;  // sub-tree pairs AddWide handed over (may pass the list's capacity)
+  unsigned unused;
+  FlatWork flat;  // run_flat's for the roots, zeroed with the rest
 };
 
 // Kept in a Context between calls: the runtimes of both node-size classes
@@ -73,27 +75,36 @@ void run(CachedRuntime<Setup, AddState<V>>& cached, Context& ctx, const runtime:
   }
 }
 
-// Two depth-2 matrices with wide nodes are one sub-tree pair, which the
-// runtime would give to one warp: add_flat.cuh takes them a band per warp.
+// The flat kernels (add_flat.cuh) on sub-tree pairs too large for one warp:
+// `count` pairs from the device array `pairs` (the runtime's AddWide handed
+// them over), or, with `pairs` null, the matrices' roots (depth 2: the whole
+// add is one pair), whose FlatWork is `root_work` (zeroed by the caller).
 template <class V>
-void run_flat(Context& ctx, AddCache<V>& cache, const AddState<V>& st, NodeRef ra, NodeRef rb, NodeRef* slot,
-              FlatWork* work, std::uint64_t bucket_entries, index_t rows, const PoolHeader& header) {
+void run_flat(Context& ctx, AddCache<V>& cache, const AddState<V>& st, const FlatPair* pairs, FlatPair root,
+              std::uint32_t count, FlatWork* root_work, std::uint64_t bucket_entries, std::uint32_t bands,
+              const PoolHeader& header) {
   const cudaStream_t stream = ctx.stream();
   const std::uint32_t d = 1u << st.log2d, units = d * flat_units(st.log2d);
-  const bool bucket = flat_bucketed(st.a.transposed, ra) || flat_bucketed(st.b.transposed, rb);
-  // The buckets (which must start zeroed, when used), the bands, the units.
-  const std::size_t bytes = 2 * units * sizeof(FlatBucket) + d * sizeof(FlatBand) + units * sizeof(FlatUnit);
+  const bool bucket = pairs != nullptr ? st.a.transposed || st.b.transposed
+                                       : flat_bucketed(st.a.transposed, root.a) || flat_bucketed(st.b.transposed, root.b);
+  // Per pair: its work block and buckets (which must start zeroed), its
+  // bands, its units.
+  const std::size_t works = pairs != nullptr ? count * sizeof(FlatWork) : 0;
+  const std::size_t zeroed = works + (bucket ? std::size_t{count} * 2 * units * sizeof(FlatBucket) : 0);
+  const std::size_t bytes = works + std::size_t{count} * (2 * units * sizeof(FlatBucket) + d * sizeof(FlatBand) +
+                                                          units * sizeof(FlatUnit));
   if (cache.flat.size() < bytes) cache.flat = ctx.allocate(bytes);
-  auto* buckets = cache.flat.template as<FlatBucket>();
-  if (bucket)
-    cuda_check(cudaMemsetAsync(buckets, 0, 2 * units * sizeof(FlatBucket), stream), "cudaMemsetAsync(flat add)");
-  auto* bands = reinterpret_cast<FlatBand*>(buckets + 2 * units);
-  const FlatArgs<V> args{st, ra, rb, slot, work, bands, reinterpret_cast<FlatUnit*>(bands + d), buckets, header};
-  // A block per band of the result's rows (a small matrix needs few).
-  const auto grid = static_cast<unsigned>(std::max<std::uint64_t>(1, (std::uint64_t{rows} + d - 1) / d));
+  auto* base = cache.flat.template as<std::byte>();
+  if (zeroed != 0) cuda_check(cudaMemsetAsync(base, 0, zeroed, stream), "cudaMemsetAsync(flat add)");
+  auto* work = pairs != nullptr ? reinterpret_cast<FlatWork*>(base) : root_work;
+  auto* buckets = reinterpret_cast<FlatBucket*>(base + works);
+  auto* band_records = reinterpret_cast<FlatBand*>(buckets + std::size_t{count} * 2 * units);
+  auto* unit_records = reinterpret_cast<FlatUnit*>(band_records + std::size_t{count} * d);
+  const FlatArgs<V> args{st, pairs, root, work, band_records, unit_records, buckets, header};
   if (bucket) {
     // A thread per entry of a COOW node, a warp per leaf of an inner node.
-    const dim3 spread(static_cast<unsigned>(std::clamp<std::uint64_t>(bucket_entries / 1024, 8, 264)), 2);
+    const dim3 spread(static_cast<unsigned>(std::clamp<std::uint64_t>(bucket_entries / 1024 / count, 8, 264)),
+                      2 * count);
     flat_bucket_count<V><<<spread, 256, 0, stream>>>(args);
     flat_bucket_fill<V><<<spread, 256, 0, stream>>>(args);
   }
@@ -112,10 +123,14 @@ void run_flat(Context& ctx, AddCache<V>& cache, const AddState<V>& st, NodeRef r
                "cudaFuncSetAttribute(flat_write)");
     shared_allowed.fetch_or(bit, std::memory_order_relaxed);
   }
+  const dim3 grid(bands, count);
   flat_merge<V><<<grid, flat_threads, flat_merge_shared_bytes, stream>>>(args);
   flat_write<V><<<grid, flat_threads, 0, stream>>>(args);
   cuda_check(cudaGetLastError(), "launch of the flat add");
 }
+
+// Pairs handed to the flat kernels at once (their work memory: ~100 KiB each).
+inline constexpr std::uint32_t flat_pair_batch = 256;
 
 }  // namespace
 
@@ -151,8 +166,12 @@ DeviceMatrix<V> add(Context& ctx, const DeviceMatrix<V>& a, const DeviceMatrix<V
   // AddWide sorts in 2 entries per operand entry; run_flat may also bucket
   // a transposed operand and keep each band's union.
   const bool flat = wide && shape.depth == 2;
-  const std::uint64_t scratch_entries = wide ? (flat ? 3 : 2) * (a.nnz() + b.nnz()) : 0;
+  const std::uint64_t scratch_entries = wide ? 3 * (a.nnz() + b.nnz()) : 0;
   DeviceBytes scratch = ctx.allocate(scratch_entries * sizeof(WideEntry<V>));
+  // Deeper wide matrices: the list of sub-tree pairs too large for a warp.
+  const auto big_capacity =
+      static_cast<std::uint32_t>(wide && !flat ? (a.nnz() + b.nnz()) / flat_pair_entries + 1 : 0);
+  DeviceBytes big_pairs = ctx.allocate(std::uint64_t{big_capacity} * sizeof(FlatPair));
   auto* ct = cache.counters.template as<Counters>();
   auto* done = cache.done.template as<Counters>();
 
@@ -175,12 +194,13 @@ DeviceMatrix<V> add(Context& ctx, const DeviceMatrix<V>& a, const DeviceMatrix<V
   for (;;) {
     DeviceBytes pool = ctx.allocate(capacity);
     auto* init = cache.init.template as<Counters>();
-    *init = Counters{sizeof(PoolHeader), 0, 0, null_ref, 0, FlatWork{}};
+    *init = Counters{sizeof(PoolHeader), 0, 0, null_ref, 0, 0, 0, FlatWork{}};
     cuda_check(cudaMemcpyAsync(ct, init, sizeof(Counters), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync(counters)");
     const AddState<V> st{{a.pool(), a.transposed(), alpha * a.scale()},
                          {b.pool(), b.transposed(), beta * b.scale()},
                          pool.as<std::byte>(), &ct->alloc, capacity, &ct->flags, &ct->nnz, scratch.as<WideEntry<V>>(),
-                         &ct->scratch_alloc, scratch_entries, log2d, shape.depth, wide};
+                         &ct->scratch_alloc, scratch_entries, log2d, shape.depth, wide,
+                         big_capacity != 0 ? big_pairs.as<FlatPair>() : nullptr, &ct->big_count, big_capacity};
     runtime::RuntimeConfig cfg;
     cfg.controller = options.controller;
     // Items in flight never outnumber the operands' nodes (16 bytes at least
@@ -193,7 +213,10 @@ DeviceMatrix<V> add(Context& ctx, const DeviceMatrix<V>& a, const DeviceMatrix<V
     const auto t_setup = timed ? clock::now() : clock::time_point{};
     try {
       const std::uint64_t work = a.pool_bytes() + b.pool_bytes();
-      if (flat) run_flat(ctx, cache, st, ra, rb, &ct->root, &ct->flat, a.nnz() + b.nnz(), shape.rows, header_of(null_ref));
+      if (flat)
+        run_flat(ctx, cache, st, nullptr, FlatPair{ra, rb, &ct->root}, 1, &ct->flat, a.nnz() + b.nnz(),
+                 static_cast<std::uint32_t>((std::uint64_t{shape.rows} + (1u << log2d) - 1) >> log2d),
+                 header_of(null_ref));
       else if (log2d <= 7) run<AddSetup<V, 7>>(cache.rt7, ctx, cfg, st, root, work);
       else run<AddSetup<V, 8>>(cache.rt8, ctx, cfg, st, root, work);
     } catch (const runtime::QueueOverflow&) {
@@ -204,6 +227,17 @@ DeviceMatrix<V> add(Context& ctx, const DeviceMatrix<V>& a, const DeviceMatrix<V
     const auto t_run = timed ? clock::now() : clock::time_point{};
     cuda_check(cudaMemcpyAsync(done, ct, sizeof(Counters), cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync(counters)");
     cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(add)");
+    if (done->big_count != 0 && (done->flags & (flag_pool_too_small | flag_scratch_too_small)) == 0) {
+      // The large sub-tree pairs, by the flat kernels, a batch at a time.
+      const std::uint32_t n = std::min(done->big_count, big_capacity);
+      for (std::uint32_t first = 0; first < n; first += flat_pair_batch)
+        run_flat(ctx, cache, st, big_pairs.as<FlatPair>() + first, FlatPair{}, std::min(flat_pair_batch, n - first),
+                 nullptr, a.nnz() + b.nnz(), 1u << log2d, header_of(null_ref));
+      cuda_check(cudaMemcpyAsync(done, ct, sizeof(Counters), cudaMemcpyDeviceToHost, stream),
+                 "cudaMemcpyAsync(counters)");
+      cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(add)");
+      if (timed) runtime::log::debug("add: " + std::to_string(n) + " sub-tree pairs by the flat kernels");
+    }
     const auto t_read = timed ? clock::now() : clock::time_point{};
     if (done->flags & flag_scratch_too_small)
       throw Error("add: wide sub-trees hold more entries than the operands' nnz (corrupt operand?)");

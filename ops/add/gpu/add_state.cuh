@@ -33,6 +33,20 @@ struct WideEntry {
   V value;
 };
 
+// A level depth-2 sub-tree pair handed from the runtime's AddWide to the
+// flat kernels (add_flat.cuh): too large for one warp.
+struct FlatPair {
+  NodeRef a, b;
+  NodeRef* slot;
+};
+static_assert(sizeof(FlatPair) == 16);
+
+// Pairs with more entries than this go to the flat kernels: a warp merges
+// them in milliseconds, while the flat kernels' d thread blocks per pair
+// only pay off for large pairs (R-MAT 2^20's 4 096 pairs of ~10 k entries
+// took 8.7 ms by AddWide, 25 ms by the flat kernels; perf-log A9).
+inline constexpr std::uint32_t flat_pair_entries = 65536;
+
 inline constexpr unsigned flag_pool_too_small = 1u;
 inline constexpr unsigned flag_scratch_too_small = 2u;
 
@@ -50,6 +64,9 @@ struct AddState {
   std::uint32_t log2d;
   std::uint32_t depth;
   bool wide;
+  FlatPair* big_pairs;  // null: AddWide merges every pair itself
+  unsigned* big_count;
+  std::uint32_t big_capacity;
 };
 
 // ---- warp helpers ------------------------------------------------------------

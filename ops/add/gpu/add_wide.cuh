@@ -215,6 +215,17 @@ struct AddWide {
     const std::uint32_t na = subtree_count(st.a.pool, it.a, b, lane);
     const std::uint32_t nb = subtree_count(st.b.pool, it.b, b, lane);
     const std::uint64_t n = std::uint64_t{na} + nb;
+    // A large pair is one warp's work for milliseconds: the flat kernels take
+    // it after the run, a block per block row (perf-log A9).
+    if (st.big_pairs != nullptr && n > flat_pair_entries) {
+      unsigned k = 0;
+      if (lane == 0) k = atomicAdd(st.big_count, 1u);
+      k = __shfl_sync(full_warp, k, 0);
+      if (k < st.big_capacity) {
+        if (lane == 0) st.big_pairs[k] = FlatPair{it.a, it.b, it.slot};
+        return;
+      }
+    }
     const unsigned long long s0 = allocate(st.scratch_alloc, 2 * n, lane);
     if (s0 + 2 * n > st.scratch_capacity) {
       if (lane == 0) atomicOr(st.flags, flag_scratch_too_small);

@@ -164,6 +164,30 @@ TEST(AddGpu, WideNodes) {
                build_wide(random_coo<double>(4096, 4096, 9000, rng), 64), c, "wide root d64");
 }
 
+// Deeper matrices with wide nodes: level depth-2 sub-tree pairs of more than
+// flat_pair_entries entries go from the runtime's AddWide to the flat kernels
+// after the run, the others stay with AddWide; both in one result.
+TEST(AddGpu, LargeWideSubtreesAfterTheRun) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  // Node size 32: sub-trees of 1024 x 1024, the diagonal ones ~80 k entries
+  // for both operands together.
+  Coo<double> banded = random_coo<double>(3000, 2900, 2000, rng);
+  for (index_t i = 0; i < 3000; ++i)
+    for (index_t j = i > 20 ? i - 20 : 0; j <= i + 20 && j < 2900; ++j) banded.push(i, j, 1.0 + 0.001 * i - 0.002 * j);
+  const Matrix<double> a = build(banded, 32, true), b = build(gen::moved_pattern(banded, 2.0, rng()), 32, true);
+  ASSERT_EQ(a.content().shape.depth, 3u);
+  for (runtime::Controller c : runtime::all_controllers) {
+    if (!ops::gpu_controller_available(c)) continue;
+    check_states(a, b, c, "banded d32, wide pools");
+  }
+  Coo<float> banded32{banded.rows, banded.cols, banded.row, banded.col, {}};
+  for (double v : banded.val) banded32.val.push_back(static_cast<float>(v));
+  check_states(build(banded32, 32, true), build(gen::moved_pattern(banded32, 2.0, rng()), 32, true),
+               ops::AddOptions{}.controller, "banded d32 f32, wide pools");
+}
+
 // Depth-2 matrices with wide nodes take the band-parallel path (add_flat.cuh):
 // each of its ways to find a band's entries and each way to store them.
 TEST(AddGpu, WideRootBandPaths) {
