@@ -1,0 +1,184 @@
+#pragma once
+// The flat add's units: one operand's entries of a slice of a band, and
+// their sort into row-major order (add_flat.cuh).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "add_flat_buckets.cuh"
+
+namespace hisparse::ops::add_gpu {
+
+// ---- a unit's entries ---------------------------------------------------------
+
+// One operand's entries of rows [r0, r1) of band br: a run of a COOW node, the
+// unit's bucket (transposed operands), or the rows of the band's leaves.
+template <class V>
+struct FlatUnitSource {
+  const Operand<V>& op;
+  NodeRef ref;
+  const FlatBucket* bucket;      // this side's bucket of the unit
+  const WideEntry<V>* bucketed;  // this side's bucketed entries
+  std::uint32_t br, r0, r1, b, lane;
+
+  // First index of a sorted run whose row is >= target (coordinates by value).
+  template <class Row>
+  __device__ static std::uint32_t lower_row(std::uint32_t n, std::uint32_t target, Row&& row_at) {
+    std::uint32_t l = 0, h = n;
+    while (l < h) {
+      const std::uint32_t mid = (l + h) / 2;
+      if (row_at(mid) < target) l = mid + 1;
+      else h = mid;
+    }
+    return l;
+  }
+
+  // Rows [r0, r1) of a COOW node: one run of it (lanes 0 and 1 search).
+  __device__ std::uint32_t coow_run(const CoowView<V>& w, std::uint32_t& first) const {
+    const std::uint32_t l =
+        lower_row(w.count, (br << b) + (lane == 0 ? r0 : r1), [&](std::uint32_t i) { return w.coords[i].row; });
+    first = __shfl_sync(full_warp, l, 0);
+    return __shfl_sync(full_warp, l, 1) - first;
+  }
+
+  // The band's leaves (block row br, in block-column order) in warp steps:
+  // f(leaf or null, its block column).
+  template <class F>
+  __device__ void for_band_leaves(F&& f) const {
+    const std::uint32_t d = 1u << b;
+    if (ref_type(ref) == NodeType::dense) {
+      const NodeRef* cells = dense_values<NodeRef>(op.pool, ref, b, false);
+      for (std::uint32_t base = 0; base < d; base += 32) {
+        const std::uint32_t j = base + lane;
+        f(j < d ? cells[(br << b) | j] : null_ref, j);
+      }
+      return;
+    }
+    const CooView<NodeRef> v = coo_view<NodeRef>(op.pool, ref);
+    const std::uint32_t l = lower_row(v.count, lane == 0 ? br : br + 1, [&](std::uint32_t i) { return v.coords[i].row; });
+    const std::uint32_t lo = __shfl_sync(full_warp, l, 0), hi = __shfl_sync(full_warp, l, 1);
+    for (std::uint32_t base = lo; base < hi; base += 32) {
+      const std::uint32_t s = base + lane;
+      f(s < hi ? v.values[s] : null_ref, s < hi ? v.coords[s].col : 0u);
+    }
+  }
+
+  // A leaf's rows [r0, r1), by this lane: [first, first + count) of a COO
+  // leaf (sorted by row), or the set bits of a dense leaf's mask there.
+  __device__ std::uint32_t leaf_run(NodeRef leaf, std::uint32_t& first) const {
+    if (ref_type(leaf) == NodeType::dense) {
+      const auto* words = reinterpret_cast<const std::uint32_t*>(dense_mask(op.pool, leaf));
+      std::uint32_t n = 0;
+      for_mask_words(words, [&](std::uint32_t, std::uint32_t bits) { n += __popc(bits); });
+      return n;
+    }
+    const CooView<V> v = coo_view<V>(op.pool, leaf);
+    first = lower_row(v.count, r0, [&](std::uint32_t i) { return v.coords[i].row; });
+    return lower_row(v.count, r1, [&](std::uint32_t i) { return v.coords[i].row; }) - first;
+  }
+
+  // The mask words of cells [r0 d, r1 d), masked to them: f(word index, bits).
+  template <class F>
+  __device__ void for_mask_words(const std::uint32_t* words, F&& f) const {
+    const std::uint32_t from = r0 << b, to = r1 << b;
+    for (std::uint32_t w = from / 32; w * 32 < to; ++w) {
+      std::uint32_t bits = words[w];
+      if (w * 32 < from) bits &= ~0u << (from - w * 32);
+      if (w * 32 + 32 > to) bits &= (1u << (to - w * 32)) - 1u;
+      f(w, bits);
+    }
+  }
+
+  __device__ std::uint32_t count() const {
+    if (ref == null_ref) return 0;
+    if (flat_bucketed(op.transposed, ref)) return bucket->count;
+    if (ref_type(ref) == NodeType::coow) {
+      std::uint32_t first = 0;
+      return coow_run(coow_view<V>(op.pool, ref), first);
+    }
+    std::uint32_t n = 0;
+    for_band_leaves([&](NodeRef leaf, std::uint32_t) {
+      std::uint32_t first = 0;
+      if (leaf != null_ref) n += leaf_run(leaf, first);
+    });
+    return __reduce_add_sync(full_warp, n);
+  }
+
+  // Writes the unit's entries to out; returns the digits (a bit each, applied
+  // from the lowest) whose stable counting passes make them row-major.
+  __device__ unsigned gather(WideEntry<V>* out) const {
+    using Entry = WideEntry<V>;
+    if (ref == null_ref) return 0u;
+    if (flat_bucketed(op.transposed, ref)) {
+      const Entry* in = bucketed + bucket->start;
+      for (std::uint32_t i = lane; i < bucket->count; i += 32) out[i] = in[i];
+      return 0b111u;  // in no order
+    }
+    const std::uint32_t d = 1u << b;
+    if (ref_type(ref) == NodeType::coow) {
+      const CoowView<V> w = coow_view<V>(op.pool, ref);
+      std::uint32_t first = 0;
+      const std::uint32_t n = coow_run(w, first);
+      for (std::uint32_t i = lane; i < n; i += 32) {
+        const WideCoord c = w.coords[first + i];
+        out[i] = Entry{row_key(c.row - (br << b), c.col, b), w.values[first + i]};
+      }
+      return 0u;  // row-major already
+    }
+    // A lane per leaf: its run's bounds are searched first, so that the
+    // copy's loads do not wait on one another.
+    std::uint32_t offset = 0;
+    for_band_leaves([&](NodeRef leaf, std::uint32_t bc) {
+      std::uint32_t first = 0;
+      const std::uint32_t c = leaf != null_ref ? leaf_run(leaf, first) : 0u;
+      const std::uint32_t incl = warp_inclusive_sum(c, lane);
+      Entry* o = out + offset + incl - c;
+      if (c != 0 && ref_type(leaf) == NodeType::dense) {
+        const V* vals = dense_values<V>(op.pool, leaf, b, true);
+        const auto* words = reinterpret_cast<const std::uint32_t*>(dense_mask(op.pool, leaf));
+        std::uint32_t k = 0;
+        for_mask_words(words, [&](std::uint32_t w, std::uint32_t bits) {
+          for (; bits != 0u; bits &= bits - 1u) {
+            const std::uint32_t cell = w * 32 + static_cast<std::uint32_t>(__ffs(bits) - 1);
+            o[k++] = Entry{row_key(cell >> b, (bc << b) | (cell & (d - 1)), b), vals[cell]};
+          }
+        });
+      } else if (c != 0) {
+        const CooView<V> v = coo_view<V>(op.pool, leaf);
+#pragma unroll 4
+        for (std::uint32_t k = 0; k < c; ++k) {
+          const LocalCoord lc = v.coords[first + k];
+          o[k] = Entry{row_key(lc.row, (bc << b) | lc.col, b), v.values[first + k]};
+        }
+      }
+      offset += __shfl_sync(full_warp, incl, 31);
+    });
+    // Leaves in block-column order, each row-major: a stable pass by the row
+    // makes the whole row-major.
+    return 0b100u;
+  }
+};
+
+// Sorts x[0, n) by the digits in `passes` (stable counting passes from the
+// lowest, through y); the result is in x.
+template <class V>
+__device__ void flat_sort(WideEntry<V>* x, WideEntry<V>* y, std::uint32_t n, unsigned passes, std::uint32_t b,
+                          std::uint32_t lane, std::uint32_t* hist) {
+  WideEntry<V>* from = x;
+  WideEntry<V>* to = y;
+  for (std::uint32_t k = 0; k < 3; ++k) {
+    if (((passes >> k) & 1u) == 0u) continue;
+    gpu::counting_pass(n, 1u << b, lane, hist, [&](std::uint32_t i) { return key_digit(from[i].key, k, b); },
+                       [&](std::uint32_t i, std::uint32_t p) { to[p] = from[i]; });
+    __syncwarp();
+    WideEntry<V>* t = from;
+    from = to;
+    to = t;
+  }
+  if (from != x) {
+    for (std::uint32_t i = lane; i < n; i += 32) x[i] = from[i];
+    __syncwarp();
+  }
+}
+
+}  // namespace hisparse::ops::add_gpu
