@@ -37,14 +37,14 @@ struct FlatUnit {
   std::uint32_t m, unused;
 };
 
-// A transposed COOW operand's entries of one unit (scratch indices).
+// A transposed operand's entries of one unit (scratch indices).
 struct FlatBucket {
   std::uint32_t count, start, cursor, unused;
 };
 
-// Per call, zeroed before the first kernel.
+// Per pair, zeroed before its first kernel.
 struct FlatWork {
-  unsigned tickets[4];                // bucket sides a and b, merge
+  unsigned tickets[4];                // bucket sides a and b, merge; one spare
   unsigned form;                      // 0 none (failed), 1 COOW, 2 standard
   unsigned inner_type;                // NodeType of the inner node (standard)
   unsigned long long offset;          // the node's byte offset in dst
