@@ -65,8 +65,8 @@ template <class Setup, class V>
 void run(CachedRuntime<Setup, AddState<V>>& cached, Context& ctx, const runtime::RuntimeConfig& cfg,
          const AddState<V>& st, const AddItem& root, std::uint64_t work_bytes) {
   auto& rt = cached.get(ctx, cfg, st, work_bytes);
-  if (st.wide && st.depth == 2) rt.template seed<AddWide<V>>(root);
-  else rt.template seed<typename Setup::template procedure_at<0>>(root);
+  // A wide pool of depth 2 never comes here: run_flat takes it.
+  rt.template seed<typename Setup::template procedure_at<0>>(root);
   try {
     rt.run();
   } catch (...) {
