@@ -122,14 +122,17 @@ __global__ void __launch_bounds__(plan_block, 8) run_plan_wide(PlanBins p, SpmvS
 }
 
 // The standard leaves by output tiles (spmv_tile_agent.cuh): writes every
-// output of y once, beta included.
-template <class V>
+// output of y once, beta included. One instance per orientation: with the
+// orientation known at compile time the kernel fits 32 registers without
+// spilling, and A's COO4 runs take the path without atomics (perf-log 20).
+template <class V, bool Transposed>
 __global__ void __launch_bounds__(tile_threads, 8) run_tiles(TileView<V> tv, std::uint64_t tiles, SpmvState<V> st,
                                                              V beta) {
   __shared__ __align__(16) V acc[tile_warps][tile_max_outputs];
   const std::uint64_t t = std::uint64_t{blockIdx.x} * tile_warps + threadIdx.x / 32;
-  if (t < tiles) run_tile(tv, static_cast<std::uint32_t>(t), threadIdx.x % 32, st, beta, acc[threadIdx.x / 32]);
+  if (t < tiles) run_tile<V, Transposed>(tv, static_cast<std::uint32_t>(t), threadIdx.x % 32, st, beta, acc[threadIdx.x / 32]);
 }
+
 
 // SpMV^T of wide nodes: whole-block chunks summed per column in shared memory
 // (the node's d^2 columns); a block loops over chunks so that it clears its
@@ -436,7 +439,8 @@ struct GpuSpmv<V>::Impl {
       if (tiled) {
         const TilePlan<V>& tp = tiles[st.transposed ? 1 : 0];
         const auto grid = static_cast<unsigned>((tp.tile_count + tile_warps - 1) / tile_warps);
-        run_tiles<V><<<grid, tile_threads, 0, stream>>>(tp.view(), tp.tile_count, st, beta);
+        if (st.transposed) run_tiles<V, true><<<grid, tile_threads, 0, stream>>>(tp.view(), tp.tile_count, st, beta);
+        else run_tiles<V, false><<<grid, tile_threads, 0, stream>>>(tp.view(), tp.tile_count, st, beta);
         cuda_check(cudaGetLastError(), "launch of run_tiles");
       } else if (blocks != 0) {
         const std::size_t shared = (plan_block / 32) * (std::size_t{1} << st.log2d) * sizeof(V);

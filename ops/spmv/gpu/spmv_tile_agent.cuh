@@ -44,7 +44,7 @@ inline constexpr std::uint32_t no_split = ~0u;
 // leaf (entries [128 * step, 128 * step + count)); value_offset4: the
 // leaf's value array, in 4-byte units from the node; out: the output block
 // inside the tile.
-struct TileUnit {
+struct alignas(16) TileUnit {
   NodeRef ref;
   std::uint16_t step;
   std::uint16_t value_offset4;
@@ -83,45 +83,74 @@ struct TileView {
   V* sums;                    // the split blocks' slots; a many-part block's is zero between calls
 };
 
-// Adds a unit's products into acc (the tile's outputs): lane `lane` of a
-// warp. Absent cells of a dense leaf add nothing (not 0 * x, which would
-// turn an infinite x into NaN).
+// What a lane reads of a unit before any x is needed: up to four values
+// and their coordinates (COO4: two words of 16-bit (row, col) pairs; COO1
+// and COO2: one pair in w0; dense: the four cells' presence bits in w0).
+// (Reading the next unit's entries while this unit's x is gathered was
+// slower: the kernel is bound by issue and by registers, perf-log 20.)
 template <class V>
-__device__ inline void unit_to_acc(const TileUnit& u, std::uint32_t lane, const SpmvState<V>& st, V* acc) {
+struct UnitEntries {
+  V a[4];
+  std::uint32_t w0;
+  std::uint32_t w1;
+};
+
+template <class V>
+__device__ inline void load_unit(const TileUnit& u, std::uint32_t lane, const SpmvState<V>& st, UnitEntries<V>& e) {
+  const std::byte* node = st.pool + ref_offset(u.ref);
+  const NodeType type = ref_type(u.ref);
+  const V* values = reinterpret_cast<const V*>(node + 4u * u.value_offset4);
+  if (type == NodeType::coo1 || type == NodeType::coo2) {
+    if (lane < u.count) {
+      e.w0 = reinterpret_cast<const std::uint16_t*>(node + 4)[lane];
+      e.a[0] = values[lane];
+    }
+    return;
+  }
+  const std::uint32_t first = tile_unit_entries * u.step + 4 * lane;
+  if (4 * lane >= u.count) return;
+  load4(values + first, e.a);
+  if (type == NodeType::dense) {
+    e.w0 = (reinterpret_cast<const std::uint8_t*>(node)[first >> 3] >> (first & 7u)) & 0xFu;
+  } else {
+    const uint2 cw = reinterpret_cast<const uint2*>(node + 8)[first / 4];
+    e.w0 = cw.x;
+    e.w1 = cw.y;
+  }
+}
+
+// Adds a unit's products into acc (the tile's outputs): lane `lane` of a
+// warp, with the entries load_unit read. Absent cells of a dense leaf add
+// nothing (not 0 * x, which would turn an infinite x into NaN).
+template <class V, bool Transposed>
+__device__ inline void add_unit(const TileUnit& u, std::uint32_t lane, const SpmvState<V>& st,
+                                const UnitEntries<V>& e, V* acc) {
   const std::uint32_t b = st.log2d;
   V* out = acc + (std::uint32_t{u.out} << b);
   const V* x = st.x + (std::uint64_t{u.in_block} << b);
-  const std::byte* node = st.pool + ref_offset(u.ref);
   const NodeType type = ref_type(u.ref);
   if (type == NodeType::coo1 || type == NodeType::coo2) {
     if (lane < u.count) {
-      const LocalCoord lc = reinterpret_cast<const LocalCoord*>(node + 4)[lane];
-      const V a = reinterpret_cast<const V*>(node + 4u * u.value_offset4)[lane];
-      if (st.transposed) atomicAdd(out + lc.col, a * x[lc.row]);
-      else atomicAdd(out + lc.row, a * x[lc.col]);
+      const std::uint32_t row = e.w0 & 0xFFu, col = (e.w0 >> 8) & 0xFFu;
+      if (Transposed) atomicAdd(out + col, e.a[0] * x[row]);
+      else atomicAdd(out + row, e.a[0] * x[col]);
     }
     return;
   }
   const std::uint32_t first = tile_unit_entries * u.step + 4 * lane;
   const bool active = 4 * lane < u.count;
-  const V* values = reinterpret_cast<const V*>(node + 4u * u.value_offset4);
   if (type == NodeType::dense) {
     // Four consecutive cells: one row for d >= 4, so in A a row's cells are
     // summed over the d / 4 lanes that share it; in A^T four columns.
     const std::uint32_t d = 1u << b;
-    V a[4] = {V(0), V(0), V(0), V(0)};
-    std::uint32_t bits = 0;
-    if (active) {
-      load4(values + first, a);
-      bits = (reinterpret_cast<const std::uint8_t*>(node)[first >> 3] >> (first & 7u)) & 0xFu;
-    }
-    if (st.transposed || d < 4) {
+    const std::uint32_t bits = active ? e.w0 : 0u;
+    if (Transposed || d < 4) {
 #pragma unroll
       for (std::uint32_t j = 0; j < 4; ++j) {
         if (!((bits >> j) & 1u)) continue;
         const std::uint32_t cell = first + j, r = cell >> b, c = cell & (d - 1);
-        if (st.transposed) atomicAdd(out + c, a[j] * x[r]);
-        else atomicAdd(out + r, a[j] * x[c]);
+        if (Transposed) atomicAdd(out + c, e.a[j] * x[r]);
+        else atomicAdd(out + r, e.a[j] * x[c]);
       }
       return;
     }
@@ -129,44 +158,58 @@ __device__ inline void unit_to_acc(const TileUnit& u, std::uint32_t lane, const 
     V sum = V(0);
 #pragma unroll
     for (std::uint32_t j = 0; j < 4; ++j)
-      if ((bits >> j) & 1u) sum += a[j] * x[c0 + j];
+      if ((bits >> j) & 1u) sum += e.a[j] * x[c0 + j];
     const std::uint32_t width = d / 4 < 32 ? d / 4 : 32;  // lanes per row
     for (std::uint32_t off = width / 2; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
     if (active && lane % width == 0) atomicAdd(out + (first >> b), sum);
     return;
   }
   // COO4: coordinates at byte 8, row-major; padding entries lie beyond count.
-  if (!active) return;
-  const uint2 cw = reinterpret_cast<const uint2*>(node + 8)[first / 4];
-  V a[4];
-  load4(values + first, a);
-  const std::uint32_t words[2] = {cw.x, cw.y};
-  const std::uint32_t m = min(4u, u.count - 4 * lane);
-  if (st.transposed) {
+  const std::uint32_t words[2] = {e.w0, e.w1};
+  const std::uint32_t m = active ? min(4u, u.count - 4 * lane) : 0u;
+  if (Transposed) {
 #pragma unroll
     for (std::uint32_t j = 0; j < 4; ++j) {
       if (j >= m) break;
       const std::uint32_t w = words[j / 2] >> (16 * (j % 2));
-      atomicAdd(out + ((w >> 8) & 0xFFu), a[j] * x[w & 0xFFu]);
+      atomicAdd(out + ((w >> 8) & 0xFFu), e.a[j] * x[w & 0xFFu]);
     }
     return;
   }
-  // Rows are sorted: the lane sums its runs of equal rows before adding.
-  std::uint32_t row = words[0] & 0xFFu;
-  V sum = V(0);
+  // A: rows are sorted, and the lane sums its runs of equal rows. Only its
+  // first run can share a row with another lane's run (the previous lane's
+  // last, or more lanes' first runs where a row spans lanes), so the other
+  // runs are added by a plain read-add-write and the first runs then by
+  // atomics, which rarely meet. A float shared atomicAdd is a compare-and-
+  // swap loop on sm_90 (ATOMS.CAST.SPIN): with every run added that way it
+  // retried 2.8 times a unit on the Laplacian (perf-log 20). The barriers
+  // order these plain adds after the previous unit's and before the next's.
+  __syncwarp();
+  const std::uint32_t head_row = words[0] & 0xFFu;
+  std::uint32_t row = head_row;
+  V head_sum = V(0), sum = V(0);
+  bool in_head = true;
 #pragma unroll
   for (std::uint32_t j = 0; j < 4; ++j) {
-    if (j >= m) break;
-    const std::uint32_t w = words[j / 2] >> (16 * (j % 2));
-    const std::uint32_t r = w & 0xFFu;
-    if (r != row) {
-      atomicAdd(out + row, sum);
-      row = r;
-      sum = V(0);
+    if (j < m) {
+      const std::uint32_t w = words[j / 2] >> (16 * (j % 2));
+      const std::uint32_t r = w & 0xFFu;
+      if (r != row) {
+        if (in_head) head_sum = sum;
+        else out[row] += sum;
+        in_head = false;
+        row = r;
+        sum = V(0);
+      }
+      sum += e.a[j] * x[(w >> 8) & 0xFFu];
     }
-    sum += a[j] * x[(w >> 8) & 0xFFu];
   }
-  atomicAdd(out + row, sum);
+  if (m > 0) {
+    if (in_head) head_sum = sum;
+    else out[row] += sum;
+  }
+  __syncwarp();
+  if (m > 0) atomicAdd(out + head_row, head_sum);
 }
 
 // y[o] = k * acc + beta * y[o] for a tile's outputs o (beta == 0 overwrites:
@@ -182,7 +225,7 @@ __device__ inline void write_outputs(const V* acc, std::uint32_t count, std::uin
 }
 
 // Tile t by one warp, `acc` its tile_max_outputs values of shared memory.
-template <class V>
+template <class V, bool Transposed>
 __device__ inline void run_tile(const TileView<V>& tv, std::uint32_t t, std::uint32_t lane, const SpmvState<V>& st,
                                 V beta, V* acc) {
   const Tile tile = tv.tiles[t];
@@ -195,7 +238,9 @@ __device__ inline void run_tile(const TileView<V>& tv, std::uint32_t t, std::uin
   for (std::uint32_t u = tile.unit_begin; u < unit_end; ++u) {
     const TileUnit unit = next;
     if (u + 1 < unit_end) next = tv.units[u + 1];
-    unit_to_acc(unit, lane, st, acc);
+    UnitEntries<V> e{};
+    load_unit(unit, lane, st, e);
+    add_unit<V, Transposed>(unit, lane, st, e, acc);
   }
   __syncwarp();
   const std::uint64_t out_base = std::uint64_t{tile.block} << st.log2d;
