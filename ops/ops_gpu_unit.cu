@@ -9,6 +9,7 @@
 #include "spmv/gpu/spmv_gpu.cu"
 #include "copy/gpu/copy_gpu.cu"
 #include "add/gpu/add_gpu.cu"
+#include "add/gpu/add_plan.cu"
 
 #include "hisparse/ops/gpu_controllers.hpp"
 #include "hisparse/runtime/runtime.cuh"

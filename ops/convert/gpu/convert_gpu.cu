@@ -59,15 +59,15 @@ DeviceMatrix<V> build(index_t rows, index_t cols, std::uint64_t n, const BuildOp
   return m;
 }
 
-template <class V, class I>
-void extract_into(const DeviceMatrix<V>& a, I* row, I* row_ptr, I* col, V* val, cudaStream_t stream,
+template <class V, class I, class Out = V>
+void extract_into(const DeviceMatrix<V>& a, I* row, I* row_ptr, I* col, Out* val, cudaStream_t stream,
                   ConvertStats* stats) {
   check_index_range<I>(a.rows(), a.cols(), a.nnz());
   check_pointers(a.nnz(), row ? static_cast<const void*>(row) : row_ptr, col, val, "GPU extraction");
   if (row_ptr == nullptr && row == nullptr && a.nnz() > 0) throw Error("GPU extraction: a null row array");
   if (a.nnz() > 0) check_work_fits(a.nnz(), a.shape().depth, sizeof(V));
   WorkMemory w(stream);
-  extract<V, I>(w, a, row, row_ptr, col, val);
+  extract<V, I, Out>(w, a, row, row_ptr, col, val);
   if (stats) *stats = ConvertStats{a.nnz(), a.nnz(), 0, a.pool_bytes(), w.peak()};
 }
 
@@ -108,6 +108,12 @@ void to_device_coo(const DeviceMatrix<V>& a, I* row, I* col, V* val, cudaStream_
 }
 
 template <class V, class I>
+void to_device_coo_positions(const DeviceMatrix<V>& a, I* row, I* col, std::uint32_t* pos, cudaStream_t stream,
+                             ConvertStats* stats) {
+  convert_detail::extract_into<V, I, std::uint32_t>(a, row, nullptr, col, pos, stream, stats);
+}
+
+template <class V, class I>
 DeviceCsr<V, I> to_device_csr(const DeviceMatrix<V>& a, cudaStream_t stream, ConvertStats* stats) {
   convert_detail::check_index_range<I>(a.rows(), a.cols(), a.nnz());
   DeviceCsr<V, I> out;
@@ -143,6 +149,7 @@ DeviceCoo<V, I> to_device_coo(const DeviceMatrix<V>& a, cudaStream_t stream, Con
                                                ConvertStats*);                                                     \
   template void to_device_csr(const DeviceMatrix<V>&, I*, I*, V*, cudaStream_t, ConvertStats*);                    \
   template void to_device_coo(const DeviceMatrix<V>&, I*, I*, V*, cudaStream_t, ConvertStats*);                    \
+  template void to_device_coo_positions(const DeviceMatrix<V>&, I*, I*, std::uint32_t*, cudaStream_t, ConvertStats*); \
   template DeviceCsr<V, I> to_device_csr(const DeviceMatrix<V>&, cudaStream_t, ConvertStats*);                     \
   template DeviceCoo<V, I> to_device_coo(const DeviceMatrix<V>&, cudaStream_t, ConvertStats*);
 HISPARSE_CONVERT_INSTANTIATE(float, std::int32_t)

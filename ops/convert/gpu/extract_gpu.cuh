@@ -33,9 +33,10 @@ void check_index_range(index_t rows, index_t cols, std::uint64_t nnz) {
 
 // Logical entries in row-major order: row (as sort keys), then gathered into
 // the caller's arrays (row_out null for CSR, whose row pointers are written
-// from the sorted rows).
-template <class V, class I, class K>
-void extract_keys(WorkMemory& w, const DeviceMatrix<V>& a, I* row_out, I* row_ptr, I* col_out, V* val_out) {
+// from the sorted rows). Out: V for the values, u32 for their positions in
+// the pool (entries_kernel).
+template <class V, class I, class K, class Out = V>
+void extract_keys(WorkMemory& w, const DeviceMatrix<V>& a, I* row_out, I* row_ptr, I* col_out, Out* val_out) {
   const cudaStream_t st = w.stream();
   const Shape& shape = a.shape();
   const u32 b = shape.log2_node_size, L = shape.depth;
@@ -92,11 +93,11 @@ void extract_keys(WorkMemory& w, const DeviceMatrix<V>& a, I* row_out, I* row_pt
     throw Error("GPU extraction: the pool holds " + std::to_string(total) + " entries, the matrix says " +
                 std::to_string(n));
   Array<K> keys(w, n), col(w, n);
-  Array<V> val(w, n);
+  Array<Out> val(w, n);
   const V scale = a.scale();
   const unsigned warps_per_block = 8;
   const unsigned blocks = static_cast<unsigned>(std::min<u64>((size + warps_per_block - 1) / warps_per_block, 1u << 20));
-  entries_kernel<V, K><<<blocks, 32 * warps_per_block, 0, st>>>(f, pool, b, first.get(), a.transposed(), scale,
+  entries_kernel<V, K, Out><<<blocks, 32 * warps_per_block, 0, st>>>(f, pool, b, first.get(), a.transposed(), scale,
                                                              scale == V(1), keys.get(), col.get(), val.get());
   w.check_launch("entries kernel");
   w.phase("entries");
@@ -114,7 +115,7 @@ void extract_keys(WorkMemory& w, const DeviceMatrix<V>& a, I* row_out, I* row_pt
   w.phase("sort by row");
   keys.release();
   order.release();
-  gather_entries_kernel<V, I, K><<<blocks_for(n), 256, 0, st>>>(sorted.get(), order2.get(), col.get(), val.get(), n,
+  gather_entries_kernel<Out, I, K><<<blocks_for(n), 256, 0, st>>>(sorted.get(), order2.get(), col.get(), val.get(), n,
                                                              row_out, col_out, val_out);
   w.check_launch("gather kernel");
   if (row_ptr) {
@@ -125,12 +126,12 @@ void extract_keys(WorkMemory& w, const DeviceMatrix<V>& a, I* row_out, I* row_pt
   w.sync("cudaStreamSynchronize(GPU extraction)");
 }
 
-template <class V, class I>
-void extract(WorkMemory& w, const DeviceMatrix<V>& a, I* row_out, I* row_ptr, I* col_out, V* val_out) {
+template <class V, class I, class Out = V>
+void extract(WorkMemory& w, const DeviceMatrix<V>& a, I* row_out, I* row_ptr, I* col_out, Out* val_out) {
   if (a.rows() <= 0xFFFFFFFFull && a.cols() <= 0xFFFFFFFFull)
-    extract_keys<V, I, u32>(w, a, row_out, row_ptr, col_out, val_out);
+    extract_keys<V, I, u32, Out>(w, a, row_out, row_ptr, col_out, val_out);
   else
-    extract_keys<V, I, u64>(w, a, row_out, row_ptr, col_out, val_out);
+    extract_keys<V, I, u64, Out>(w, a, row_out, row_ptr, col_out, val_out);
 }
 
 }  // namespace hisparse::ops::convert_detail

@@ -105,6 +105,10 @@ class DeviceMatrix {
   [[nodiscard]] const Shape& shape() const { return shape_; }
   [[nodiscard]] std::uint64_t pool_bytes() const { return pool_.size(); }
   [[nodiscard]] const std::byte* pool() const { return pool_.as<const std::byte>(); }
+  // The pool for rewriting values in place, at the positions that
+  // ops::to_device_coo_positions reports (ops::AddPlan's second phase does).
+  // Any other byte written breaks the matrix: the structure is not checked again.
+  [[nodiscard]] std::byte* pool_for_values() { return pool_.as<std::byte>(); }
   [[nodiscard]] NodeRef root() const { return root_; }
   [[nodiscard]] bool transposed() const { return transposed_; }
   [[nodiscard]] V scale() const { return scale_; }

@@ -121,7 +121,17 @@ template <class V, class I>
 void to_device_coo(const DeviceMatrix<V>& a, I* row, I* col, V* val, cudaStream_t stream = nullptr,
                    ConvertStats* stats = nullptr);
 
-// Library-allocated forms of the two above.
+// Where each logical entry keeps its value: row, col and pos hold a.nnz()
+// entries, in to_device_coo's order (row-major in op(A)), and the entry's
+// value is reinterpret_cast<const V*>(a.pool())[pos[i]], before the matrix's
+// scale. For writing values in place, or for pairing the entries of
+// matrices of one structure (ops::AddPlan). The same synchronisation, errors
+// and work memory as to_device_coo.
+template <class V, class I>
+void to_device_coo_positions(const DeviceMatrix<V>& a, I* row, I* col, std::uint32_t* pos,
+                             cudaStream_t stream = nullptr, ConvertStats* stats = nullptr);
+
+// Library-allocated forms of to_device_csr and to_device_coo.
 template <class V, class I>
 DeviceCsr<V, I> to_device_csr(const DeviceMatrix<V>& a, cudaStream_t stream = nullptr, ConvertStats* stats = nullptr);
 
