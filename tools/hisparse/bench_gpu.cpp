@@ -12,6 +12,7 @@
 #include "hisparse/formats/builder.hpp"
 #include "hisparse/formats/device_matrix.hpp"
 #include "hisparse/ops/add_gpu.hpp"
+#include "hisparse/ops/add_plan.hpp"
 #include "hisparse/ops/convert_gpu.hpp"
 #include "hisparse/ops/copy_gpu.hpp"
 #include "hisparse/ops/gpu_controllers.hpp"
@@ -248,6 +249,15 @@ std::vector<BenchRecord> bench_add(const Matrix<V>& ha, const Matrix<V>& hb, con
             [&] { (void)ops::add(ctx, a, b, alpha, beta); });
     measure("hisparse-no-context", own_bytes, csr_difference(to_csr(ops::add(a, b, alpha, beta).download()), want),
             [&] { (void)ops::add(a, b, alpha, beta); });
+    {
+      // The two-phase add's second phase: the values alone, one kernel that
+      // a graph can replay; what a solver pays per call once planned.
+      ops::AddPlan<V> plan(ctx, a, b, alpha, beta);
+      plan.compute(a, b, alpha, beta);
+      measure("hisparse-plan-values", own_bytes + plan.bytes(),
+              csr_difference(to_csr(plan.result().download(ctx.stream())), want),
+              [&] { plan.compute(a, b, alpha, beta); });
+    }
     if (o.controllers)
       for (runtime::Controller ctl : runtime::all_controllers) {
         if (!ops::gpu_controller_available(ctl)) continue;

@@ -11,6 +11,7 @@
 #include "hisparse/formats/builder.hpp"
 #include "hisparse/formats/device_matrix.hpp"
 #include "hisparse/ops/add_gpu.hpp"
+#include "hisparse/ops/add_plan.hpp"
 #include "hisparse/ops/context.hpp"
 #include "hisparse/ops/copy_gpu.hpp"
 #include "hisparse/ops/spmv_gpu.hpp"
@@ -80,6 +81,13 @@ std::vector<OpLatencyRow> measure_op_latencies(unsigned calls) {
     else ops::spmv(o.a, o.x.as<float>(), o.y.as<float>());
   });
   row("add", [&](Operand& o, bool c) { (void)(c ? ops::add(ctx, o.a, o.a) : ops::add(o.a, o.a)); });
+  {
+    // The two-phase add's second phase (no call-local form: both columns run
+    // the plan on the context).
+    ops::AddPlan<float> plans[3] = {ops::AddPlan<float>(ctx, m[0].a, m[0].a), ops::AddPlan<float>(ctx, m[1].a, m[1].a),
+                                    ops::AddPlan<float>(ctx, m[2].a, m[2].a)};
+    row("add, second phase of a plan", [&](Operand& o, bool) { plans[&o - m].compute(o.a, o.a); });
+  }
   // The other controllers of the runtime ops, for the choice of defaults on tiny inputs.
   for (runtime::Controller k : {runtime::Controller::host_loop, runtime::Controller::persistent}) {
     const std::string name = "add, " + std::string(runtime::to_string(k));
