@@ -33,16 +33,17 @@ namespace hisparse::ops::spmv_gpu {
 
 template <class V>
 struct TilePlan {
-  DeviceBytes tiles, units, groups, arrivals, sums;
+  DeviceBytes tiles, units, groups, arrivals, sums, gathered;
   std::uint64_t tile_count = 0;
   std::uint64_t split_tiles = 0;
   // What a call reads beyond the pool: units and tiles (and per split
   // block a counter and d sums per slot).
   [[nodiscard]] std::uint64_t bytes() const {
-    return tiles.size() + units.size() + groups.size() + arrivals.size() + sums.size();
+    return tiles.size() + units.size() + groups.size() + arrivals.size() + sums.size() + gathered.size();
   }
   [[nodiscard]] TileView<V> view() const {
-    return {tiles.as<Tile>(), units.as<TileUnit>(), groups.as<SplitGroup>(), arrivals.as<unsigned>(), sums.as<V>()};
+    return {tiles.as<Tile>(), units.as<TileUnit>(), groups.as<SplitGroup>(), arrivals.as<unsigned>(), sums.as<V>(),
+            gathered.as<GatherEntry>()};
   }
 };
 
@@ -87,21 +88,47 @@ __global__ void leaf_counts(const NodeItem* items, std::uint32_t count, std::uin
   }
 }
 
-// Sort keys: a leaf's output block (`blocks`, sorted last, where it has no
-// entries); each block's units.
+// Leaves whose entries a gather unit takes (spmv_tile_agent.cuh): the
+// one- and two-entry leaves, whole (not a chunk item).
+__device__ inline bool gathered_leaf(const NodeItem& it) {
+  return ref_type(it.ref) == NodeType::coo1 || ref_type(it.ref) == NodeType::coo2;
+}
+
+// Sort keys: a leaf's output block, twice, plus 1 for a leaf of units of its
+// own (so that a block's gathered leaves come first); 2 * `blocks`, sorted
+// last, where it has no entries. Per block: the units of its own leaves
+// (big) and the entries gathered (singles).
 __global__ void block_keys(const NodeItem* items, const std::uint32_t* n, std::uint32_t count, bool by_col,
-                           std::uint32_t blocks, std::uint32_t* keys, std::uint32_t* index, std::uint32_t* block_units) {
+                           std::uint32_t blocks, std::uint32_t* keys, std::uint32_t* index, std::uint32_t* big,
+                           std::uint32_t* singles) {
   for (std::uint64_t i = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; i < count; i += std::uint64_t{gridDim.x} * blockDim.x) {
-    const std::uint32_t b = static_cast<std::uint32_t>(by_col ? items[i].bcol : items[i].brow);
-    keys[i] = n[i] > 0 ? b : blocks;
+    const NodeItem it = items[i];
+    const std::uint32_t b = static_cast<std::uint32_t>(by_col ? it.bcol : it.brow);
+    const bool gathered = gathered_leaf(it);
+    keys[i] = n[i] > 0 ? 2 * b + (gathered ? 0u : 1u) : 2 * blocks;
     index[i] = static_cast<std::uint32_t>(i);
-    if (n[i] > 0) atomicAdd(block_units + b, units_of(n[i]));
+    if (n[i] == 0) continue;
+    if (gathered) atomicAdd(singles + b, n[i]);
+    else atomicAdd(big + b, units_of(n[i]));
   }
 }
 
-__global__ void leaf_units(const std::uint32_t* order, const std::uint32_t* n, std::uint32_t leaves, std::uint32_t* out) {
-  for (std::uint64_t k = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; k < leaves; k += std::uint64_t{gridDim.x} * blockDim.x)
-    out[k] = units_of(n[order[k]]);
+// A block's units: its own leaves' and one per 32 gathered entries.
+__global__ void block_unit_counts(const std::uint32_t* big, const std::uint32_t* singles, std::uint32_t blocks,
+                                  std::uint32_t* units) {
+  for (std::uint64_t b = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; b <= blocks; b += std::uint64_t{gridDim.x} * blockDim.x)
+    units[b] = b < blocks ? big[b] + (singles[b] + 31) / 32 : 0;
+}
+
+// Per sorted leaf: its own units, and its gathered entries.
+__global__ void leaf_units(const NodeItem* items, const std::uint32_t* order, const std::uint32_t* n,
+                           std::uint32_t leaves, std::uint32_t* units, std::uint32_t* gathered) {
+  for (std::uint64_t k = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; k < leaves; k += std::uint64_t{gridDim.x} * blockDim.x) {
+    const std::uint32_t i = order[k];
+    const bool g = gathered_leaf(items[i]);
+    units[k] = g ? 0 : units_of(n[i]);
+    gathered[k] = g ? n[i] : 0;
+  }
 }
 
 // A run's tiles, split blocks, sum slots and tiles of split blocks.
@@ -177,21 +204,60 @@ __global__ void cut_tiles(TileCut cut, std::uint32_t chunks, TileCounts* counts,
   }
 }
 
-// The units of each leaf (in output-block order), a thread per leaf.
+// Where a block's units start (`unit_first`), its own leaves' units
+// (`big_first`, scanned over blocks like the leaves' `unit_at`), and its
+// gathered entries (`gather_first`).
+struct BlockStarts {
+  const std::uint32_t* unit_first;
+  const std::uint32_t* big_first;
+  const std::uint32_t* gather_first;
+  const std::uint32_t* singles;
+};
+
+// A block's gather units, a thread per block: one per 32 of its gathered
+// entries, which are consecutive from gather_first.
+__global__ void write_gather_units(BlockStarts at, const std::uint32_t* tile_start, std::uint32_t blocks,
+                                   TileUnit* units) {
+  for (std::uint64_t b = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; b < blocks; b += std::uint64_t{gridDim.x} * blockDim.x) {
+    const std::uint32_t s = at.singles[b];
+    const auto out = static_cast<std::uint16_t>(b - tile_start[b]);
+    for (std::uint32_t j = 0; 32 * j < s; ++j)
+      units[at.unit_first[b] + j] = TileUnit{gather_ref, 0, 0, at.gather_first[b] + 32 * j,
+                                             static_cast<std::uint16_t>(min(32u, s - 32 * j)), out};
+  }
+}
+
+// The units of each leaf (in output-block order), a thread per leaf; a
+// gathered leaf writes its entries' records instead.
 template <class V>
 __global__ void write_units(const NodeItem* items, const std::uint32_t* n, const std::uint32_t* order,
-                            const std::uint32_t* sorted_blocks, const std::uint32_t* unit_at,
+                            const std::uint32_t* sorted_keys, const std::uint32_t* unit_at,
+                            const std::uint32_t* gather_at, BlockStarts at, const std::byte* pool,
                             const std::uint32_t* tile_start, std::uint32_t leaves, bool by_col, std::uint32_t log2d,
-                            TileUnit* units) {
+                            TileUnit* units, GatherEntry* gathered) {
   for (std::uint64_t k = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; k < leaves; k += std::uint64_t{gridDim.x} * blockDim.x) {
     const NodeItem it = items[order[k]];
-    const std::uint32_t cnt = n[order[k]], b = sorted_blocks[k];
+    const std::uint32_t cnt = n[order[k]], b = sorted_keys[k] >> 1;
     const NodeType type = ref_type(it.ref);
+    if (gathered_leaf(it)) {
+      const CooLayout l = coo_layout(type, cnt, sizeof(V));
+      const auto* coords = reinterpret_cast<const LocalCoord*>(pool + ref_offset(it.ref) + l.coord_offset);
+      const auto in_block = static_cast<std::uint32_t>(by_col ? it.brow : it.bcol);
+      const std::uint32_t out_base = (b - tile_start[b]) << log2d;
+      for (std::uint32_t i = 0; i < cnt; ++i) {
+        const LocalCoord c = coords[i];
+        gathered[gather_at[k] + i] =
+            GatherEntry{static_cast<std::uint32_t>(ref_offset(it.ref) + l.value_offset + i * sizeof(V)), in_block,
+                        static_cast<std::uint16_t>(out_base + (by_col ? c.col : c.row)),
+                        static_cast<std::uint16_t>(by_col ? c.row : c.col), 0};
+      }
+      continue;
+    }
     const std::uint32_t value_offset =
         type == NodeType::dense ? dense_mask_bytes(log2d) : coo_layout(type, cnt, sizeof(V)).value_offset;
     const auto in_block = static_cast<std::uint32_t>(by_col ? it.brow : it.bcol);
     const auto out = static_cast<std::uint16_t>(b - tile_start[b]);
-    TileUnit* u = units + unit_at[k];
+    TileUnit* u = units + at.unit_first[b] + (at.singles[b] + 31) / 32 + (unit_at[k] - at.big_first[b]);
     for (std::uint32_t s = 0; s * tile_unit_entries < cnt; ++s)
       u[s] = TileUnit{it.ref, static_cast<std::uint16_t>(s), static_cast<std::uint16_t>(value_offset / 4), in_block,
                       static_cast<std::uint16_t>(min(tile_unit_entries, cnt - s * tile_unit_entries)), out};
@@ -261,7 +327,7 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
     cuda_check(cub::DeviceRadixSort::SortPairs(nullptr, b, static_cast<const std::uint32_t*>(nullptr),
                                                static_cast<std::uint32_t*>(nullptr), static_cast<const std::uint32_t*>(nullptr),
                                                static_cast<std::uint32_t*>(nullptr), n_items, 0,
-                                               std::max(1, static_cast<int>(std::bit_width(blocks_of(o)))), stream),
+                                               static_cast<int>(std::bit_width(2 * std::uint64_t{blocks_of(o)})), stream),
                "cub::DeviceRadixSort::SortPairs (size, SpMV tiles)");
     sort_bytes = std::max(sort_bytes, b);
   }
@@ -276,23 +342,10 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
              "cub::DeviceScan::ExclusiveScan (size, SpMV tiles)");
   const std::size_t temp_bytes = std::max({sort_bytes, scan_bytes, cut_scan_bytes});
   const std::size_t u32 = sizeof(std::uint32_t);
-  Scratch scratch(ctx, Scratch::size_of(1, sizeof(LeafTotals)) + 5 * Scratch::size_of(n_items, u32) +
-                  3 * Scratch::size_of(most_blocks + 1, u32) + 2 * Scratch::size_of(most_chunks + 1, sizeof(TileCounts)) +
-                  Scratch::size_of(temp_bytes, 1));
-  auto* totals = scratch.take<LeafTotals>(1);
-  auto* n = scratch.take<std::uint32_t>(n_items);
-  auto* keys = scratch.take<std::uint32_t>(n_items);
-  auto* sorted_keys = scratch.take<std::uint32_t>(n_items);
-  auto* index = scratch.take<std::uint32_t>(n_items);
-  auto* order = scratch.take<std::uint32_t>(n_items);
-  auto* block_units = scratch.take<std::uint32_t>(most_blocks + 1);
-  auto* unit_first = scratch.take<std::uint32_t>(most_blocks + 1);
-  auto* tile_start = scratch.take<std::uint32_t>(most_blocks + 1);
-  auto* counts = scratch.take<TileCounts>(most_chunks + 1);
-  auto* at = scratch.take<TileCounts>(most_chunks + 1);
-  void* temp = scratch.take<std::byte>(temp_bytes);
-  auto* unit_at = keys;  // keys and index are dead once sorted
-
+  // The entry counts first: the fill test may end the planning there.
+  Scratch counting(ctx, Scratch::size_of(1, sizeof(LeafTotals)) + Scratch::size_of(n_items, u32));
+  auto* totals = counting.take<LeafTotals>(1);
+  auto* n = counting.take<std::uint32_t>(n_items);
   LeafTotals total{0, 0, 0};
   cuda_check(cudaMemsetAsync(totals, 0, sizeof(LeafTotals), stream), "cudaMemsetAsync(SpMV tile totals)");
   if (n_items > 0) {
@@ -307,44 +360,75 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
   if (total.units >= (std::uint64_t{1} << 32)) throw LimitError("spmv: the plan needs more than 2^32 units");
   const auto leaves = static_cast<std::uint32_t>(total.leaves);
 
+  Scratch scratch(ctx, 6 * Scratch::size_of(n_items, u32) + 7 * Scratch::size_of(most_blocks + 1, u32) +
+                  2 * Scratch::size_of(most_chunks + 1, sizeof(TileCounts)) + Scratch::size_of(temp_bytes, 1));
+  auto* keys = scratch.take<std::uint32_t>(n_items);
+  auto* sorted_keys = scratch.take<std::uint32_t>(n_items);
+  auto* index = scratch.take<std::uint32_t>(n_items);
+  auto* order = scratch.take<std::uint32_t>(n_items);
+  auto* gather_count = scratch.take<std::uint32_t>(n_items);
+  auto* gather_at = scratch.take<std::uint32_t>(n_items);
+  auto* block_units = scratch.take<std::uint32_t>(most_blocks + 1);
+  auto* unit_first = scratch.take<std::uint32_t>(most_blocks + 1);
+  auto* tile_start = scratch.take<std::uint32_t>(most_blocks + 1);
+  auto* big = scratch.take<std::uint32_t>(most_blocks + 1);
+  auto* big_first = scratch.take<std::uint32_t>(most_blocks + 1);
+  auto* singles = scratch.take<std::uint32_t>(most_blocks + 1);
+  auto* gather_first = scratch.take<std::uint32_t>(most_blocks + 1);
+  auto* counts = scratch.take<TileCounts>(most_chunks + 1);
+  auto* at = scratch.take<TileCounts>(most_chunks + 1);
+  void* temp = scratch.take<std::byte>(temp_bytes);
+  auto* unit_at = keys;  // keys and index are dead once sorted
+
   for (int o = 0; o < 2; ++o) {
     const std::uint32_t blocks = blocks_of(o);
     const std::uint32_t chunks = (blocks + chunk_blocks - 1) / chunk_blocks;
     const bool by_col = o == 1;
-    cuda_check(cudaMemsetAsync(block_units, 0, (std::uint64_t{blocks} + 1) * u32, stream),
-               "cudaMemsetAsync(SpMV block units)");
+    cuda_check(cudaMemsetAsync(big, 0, (std::uint64_t{blocks} + 1) * u32, stream), "cudaMemsetAsync(SpMV block units)");
+    cuda_check(cudaMemsetAsync(singles, 0, (std::uint64_t{blocks} + 1) * u32, stream), "cudaMemsetAsync(SpMV block singles)");
+    const auto scan = [&](const std::uint32_t* in, std::uint32_t* out, std::uint64_t count, const char* what) {
+      std::size_t bytes = temp_bytes;
+      cuda_check(cub::DeviceScan::ExclusiveSum(temp, bytes, in, out, count, stream), what);
+    };
     if (n_items > 0) {
-      block_keys<<<grid_of(n_items), 256, 0, stream>>>(items, n, n_items, by_col, blocks, keys, index, block_units);
+      block_keys<<<grid_of(n_items), 256, 0, stream>>>(items, n, n_items, by_col, blocks, keys, index, big, singles);
       launched("launch of block_keys (SpMV tiles)");
       std::size_t bytes = temp_bytes;
       cuda_check(cub::DeviceRadixSort::SortPairs(temp, bytes, keys, sorted_keys, index, order, n_items, 0,
-                                                 std::max(1, static_cast<int>(std::bit_width(blocks))), stream),
+                                                 static_cast<int>(std::bit_width(2 * std::uint64_t{blocks})), stream),
                  "cub::DeviceRadixSort::SortPairs (SpMV tiles)");
-      leaf_units<<<grid_of(leaves), 256, 0, stream>>>(order, n, leaves, index);
+      leaf_units<<<grid_of(leaves), 256, 0, stream>>>(items, order, n, leaves, index, gather_count);
       launched("launch of leaf_units (SpMV tiles)");
-      bytes = temp_bytes;
-      cuda_check(cub::DeviceScan::ExclusiveSum(temp, bytes, index, unit_at, leaves, stream),
-                 "cub::DeviceScan::ExclusiveSum (SpMV leaf units)");
+      scan(index, unit_at, leaves, "cub::DeviceScan::ExclusiveSum (SpMV leaf units)");
+      scan(gather_count, gather_at, leaves, "cub::DeviceScan::ExclusiveSum (SpMV gathered entries)");
     }
-    std::size_t bytes = temp_bytes;
-    cuda_check(cub::DeviceScan::ExclusiveSum(temp, bytes, block_units, unit_first, blocks + 1, stream),
-               "cub::DeviceScan::ExclusiveSum (SpMV block units)");
+    block_unit_counts<<<grid_of(blocks + 1), 256, 0, stream>>>(big, singles, blocks, block_units);
+    launched("launch of block_unit_counts (SpMV tiles)");
+    scan(block_units, unit_first, blocks + 1, "cub::DeviceScan::ExclusiveSum (SpMV block units)");
+    scan(big, big_first, blocks + 1, "cub::DeviceScan::ExclusiveSum (SpMV block leaf units)");
+    scan(singles, gather_first, blocks + 1, "cub::DeviceScan::ExclusiveSum (SpMV block gathered)");
     TileCut cut{block_units, unit_first, blocks, tile_units, max_blocks, nullptr, nullptr, tile_start};
     cut_tiles<<<grid_of(chunks + 1), 256, 0, stream>>>(cut, chunks, counts, nullptr);
     launched("launch of cut_tiles (SpMV tiles, counts)");
-    bytes = temp_bytes;
+    std::size_t bytes = temp_bytes;
     cuda_check(cub::DeviceScan::ExclusiveScan(temp, bytes, counts, at, AddCounts{}, TileCounts{}, chunks + 1, stream),
                "cub::DeviceScan::ExclusiveScan (SpMV tile counts)");
     TileCounts sizes{};
+    std::uint32_t ends[2] = {0, 0};  // all units, all gathered entries
     cuda_check(cudaMemcpyAsync(&sizes, at + chunks, sizeof(sizes), cudaMemcpyDeviceToHost, stream),
                "cudaMemcpyAsync(SpMV tile counts)");
+    cuda_check(cudaMemcpyAsync(ends, unit_first + blocks, u32, cudaMemcpyDeviceToHost, stream),
+               "cudaMemcpyAsync(SpMV unit count)");
+    cuda_check(cudaMemcpyAsync(ends + 1, gather_first + blocks, u32, cudaMemcpyDeviceToHost, stream),
+               "cudaMemcpyAsync(SpMV gathered count)");
     cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(SpMV tile counts)");
     if (sizes.tiles >= (1u << 31)) throw LimitError("spmv: the plan needs more than 2^31 tiles");
     TilePlan<V>& p = out[o];
     p.tile_count = sizes.tiles;
     p.split_tiles = sizes.split_tiles;
     p.tiles = ctx.allocate((std::uint64_t{sizes.tiles} + 1) * sizeof(Tile));
-    p.units = ctx.allocate(std::max<std::uint64_t>(total.units, 1) * sizeof(TileUnit));
+    p.units = ctx.allocate(std::max<std::uint64_t>(ends[0], 1) * sizeof(TileUnit));
+    p.gathered = ctx.allocate(std::max<std::uint64_t>(ends[1], 1) * sizeof(GatherEntry));
     p.groups = ctx.allocate(std::max<std::uint64_t>(sizes.groups, 1) * sizeof(SplitGroup));
     p.arrivals = ctx.allocate(std::max<std::uint64_t>(sizes.groups, 1) * sizeof(unsigned));
     p.sums = ctx.allocate(std::max<std::uint64_t>(std::uint64_t{sizes.slots} << log2d, 1) * sizeof(V));
@@ -352,9 +436,14 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
     cut.groups = p.groups.template as<SplitGroup>();
     cut_tiles<<<grid_of(chunks + 1), 256, 0, stream>>>(cut, chunks, nullptr, at);
     launched("launch of cut_tiles (SpMV tiles)");
+    const BlockStarts starts{unit_first, big_first, gather_first, singles};
+    write_gather_units<<<grid_of(blocks), 256, 0, stream>>>(starts, tile_start, blocks, p.units.template as<TileUnit>());
+    launched("launch of write_gather_units (SpMV tiles)");
     if (leaves > 0) {
-      write_units<V><<<grid_of(leaves), 256, 0, stream>>>(items, n, order, sorted_keys, unit_at, tile_start, leaves,
-                                                          by_col, log2d, p.units.template as<TileUnit>());
+      write_units<V><<<grid_of(leaves), 256, 0, stream>>>(items, n, order, sorted_keys, unit_at, gather_at, starts, pool,
+                                                          tile_start, leaves, by_col, log2d,
+                                                          p.units.template as<TileUnit>(),
+                                                          p.gathered.template as<GatherEntry>());
       launched("launch of write_units (SpMV tiles)");
     }
     cuda_check(cudaMemsetAsync(p.arrivals.get(), 0, p.arrivals.size(), stream), "cudaMemsetAsync(SpMV tile arrivals)");

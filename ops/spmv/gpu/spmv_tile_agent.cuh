@@ -54,6 +54,22 @@ struct alignas(16) TileUnit {
 };
 static_assert(sizeof(TileUnit) == 16, "one 16-byte load per unit");
 
+// One- and two-entry leaves (COO1, COO2) are not units of their own: a
+// tile's output block gathers their entries, up to 32 in a *gather unit*
+// (ref == gather_ref, count entries from the record at in_block), one
+// record per entry, so that a block row's scattered single entries (a
+// Laplacian's two neighbours across block boundaries: 28% of its warp steps
+// as units of their own, perf-log 21) take one warp step together.
+inline constexpr NodeRef gather_ref = 0xFu;  // type 15: reserved, never in a pool
+struct alignas(16) GatherEntry {
+  std::uint32_t value_at;  // byte offset of the value in the pool
+  std::uint32_t in_block;
+  std::uint16_t out;       // the output inside the tile: (block in the tile << log2 d) | local
+  std::uint16_t in;        // the input inside in_block
+  std::uint32_t unused;
+};
+static_assert(sizeof(GatherEntry) == 16, "one 16-byte load per gathered entry");
+
 // Units [unit_begin, the next tile's unit_begin); output blocks [block,
 // block + blocks). split: no_split, or the split block's group.
 struct Tile {
@@ -81,6 +97,7 @@ struct TileView {
   const SplitGroup* groups;  // per split block
   unsigned* arrivals;         // per split block, zero between calls
   V* sums;                    // the split blocks' slots; a many-part block's is zero between calls
+  const GatherEntry* gathered;
 };
 
 // What a lane reads of a unit before any x is needed: up to four values
@@ -238,6 +255,14 @@ __device__ inline void run_tile(const TileView<V>& tv, std::uint32_t t, std::uin
   for (std::uint32_t u = tile.unit_begin; u < unit_end; ++u) {
     const TileUnit unit = next;
     if (u + 1 < unit_end) next = tv.units[u + 1];
+    if (unit.ref == gather_ref) {
+      if (lane < unit.count) {
+        const GatherEntry g = tv.gathered[unit.in_block + lane];
+        const V a = *reinterpret_cast<const V*>(st.pool + g.value_at);
+        atomicAdd(acc + g.out, a * st.x[(std::uint64_t{g.in_block} << st.log2d) + g.in]);
+      }
+      continue;
+    }
     UnitEntries<V> e{};
     load_unit(unit, lane, st, e);
     add_unit<V, Transposed>(unit, lane, st, e, acc);
