@@ -1,0 +1,259 @@
+#pragma once
+// The device side of planning output tiles (spmv_plan_tiles.cuh runs them):
+// per-leaf counts and sort keys, the greedy cut of output blocks into
+// tiles, and the units and gathered entries written in place.
+#include <algorithm>
+#include <cstdint>
+
+#include "hisparse/formats/device_matrix.hpp"
+#include "hisparse/ops/context.hpp"
+#include "spmv_tile_agent.cuh"
+
+namespace hisparse::ops::spmv_gpu {
+
+namespace tile_detail {
+
+// Output blocks per planning thread (at least a tile's most blocks).
+inline constexpr std::uint32_t chunk_blocks = 128;
+
+// The units (warp steps) of a leaf of n entries or cells.
+HISPARSE_HD constexpr std::uint32_t units_of(std::uint32_t n) { return (n + tile_unit_entries - 1) / tile_unit_entries; }
+
+// What planning downloads: entries, units and leaves with entries.
+struct LeafTotals {
+  unsigned long long entries, units, leaves;
+};
+
+// Entries (cells, for dense leaves) of each item of the standard bins, 0 for
+// the second and later chunk items of a large or dense leaf; their totals.
+__global__ void leaf_counts(const NodeItem* items, std::uint32_t count, std::uint32_t first_chunked,
+                            const std::byte* pool, std::uint32_t log2d, std::uint32_t* out, LeafTotals* totals) {
+  unsigned long long entries = 0, units = 0, leaves = 0;
+  for (std::uint64_t i = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; i < count; i += std::uint64_t{gridDim.x} * blockDim.x) {
+    const NodeItem it = items[i];
+    std::uint32_t n = 0;
+    if (i < first_chunked || it.level == 0)
+      n = ref_type(it.ref) == NodeType::dense ? 1u << (2 * log2d)
+                                              : *reinterpret_cast<const std::uint32_t*>(pool + ref_offset(it.ref));
+    out[i] = n;
+    entries += n;
+    units += units_of(n);
+    leaves += n > 0;
+  }
+  for (int off = 16; off > 0; off /= 2) {
+    entries += __shfl_xor_sync(0xffffffffu, entries, off);
+    units += __shfl_xor_sync(0xffffffffu, units, off);
+    leaves += __shfl_xor_sync(0xffffffffu, leaves, off);
+  }
+  if (threadIdx.x % 32 == 0 && leaves > 0) {
+    atomicAdd(&totals->entries, entries);
+    atomicAdd(&totals->units, units);
+    atomicAdd(&totals->leaves, leaves);
+  }
+}
+
+// Leaves whose entries a gather unit takes (spmv_tile_agent.cuh): the
+// one- and two-entry leaves, whole (not a chunk item).
+__device__ inline bool gathered_leaf(const NodeItem& it) {
+  return ref_type(it.ref) == NodeType::coo1 || ref_type(it.ref) == NodeType::coo2;
+}
+
+// Sort keys: a leaf's output block, twice, plus 1 for a leaf of units of its
+// own (so that a block's gathered leaves come first); 2 * `blocks`, sorted
+// last, where it has no entries. Per block: the units of its own leaves
+// (big) and the entries gathered (singles).
+__global__ void block_keys(const NodeItem* items, const std::uint32_t* n, std::uint32_t count, bool by_col,
+                           std::uint32_t blocks, std::uint32_t* keys, std::uint32_t* index, std::uint32_t* big,
+                           std::uint32_t* singles) {
+  for (std::uint64_t i = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; i < count; i += std::uint64_t{gridDim.x} * blockDim.x) {
+    const NodeItem it = items[i];
+    const std::uint32_t b = static_cast<std::uint32_t>(by_col ? it.bcol : it.brow);
+    const bool gathered = gathered_leaf(it);
+    keys[i] = n[i] > 0 ? 2 * b + (gathered ? 0u : 1u) : 2 * blocks;
+    index[i] = static_cast<std::uint32_t>(i);
+    if (n[i] == 0) continue;
+    if (gathered) atomicAdd(singles + b, n[i]);
+    else atomicAdd(big + b, units_of(n[i]));
+  }
+}
+
+// A block's units: its own leaves' and one per 32 gathered entries.
+__global__ void block_unit_counts(const std::uint32_t* big, const std::uint32_t* singles, std::uint32_t blocks,
+                                  std::uint32_t* units) {
+  for (std::uint64_t b = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; b <= blocks; b += std::uint64_t{gridDim.x} * blockDim.x)
+    units[b] = b < blocks ? big[b] + (singles[b] + 31) / 32 : 0;
+}
+
+// Per sorted leaf: its own units, and its gathered entries.
+__global__ void leaf_units(const NodeItem* items, const std::uint32_t* order, const std::uint32_t* n,
+                           std::uint32_t leaves, std::uint32_t* units, std::uint32_t* gathered) {
+  for (std::uint64_t k = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; k < leaves; k += std::uint64_t{gridDim.x} * blockDim.x) {
+    const std::uint32_t i = order[k];
+    const bool g = gathered_leaf(items[i]);
+    units[k] = g ? 0 : units_of(n[i]);
+    gathered[k] = g ? n[i] : 0;
+  }
+}
+
+// A run's tiles, split blocks, sum slots and tiles of split blocks.
+struct TileCounts {
+  std::uint32_t tiles, groups, slots, split_tiles;
+};
+struct AddCounts {
+  __host__ __device__ TileCounts operator()(const TileCounts& a, const TileCounts& b) const {
+    return {a.tiles + b.tiles, a.groups + b.groups, a.slots + b.slots, a.split_tiles + b.split_tiles};
+  }
+};
+
+// The greedy cut of one run of output blocks. Counts only (out == nullptr)
+// or writes the run's tiles and split groups from its offsets `at`, and for
+// each block the first block of its tile (a unit's output block inside the
+// tile is relative to it).
+struct TileCut {
+  const std::uint32_t* block_units;  // per block
+  const std::uint32_t* unit_first;   // per block + 1, scanned
+  std::uint32_t blocks, tile_units, max_blocks;
+  Tile* tiles;
+  SplitGroup* groups;
+  std::uint32_t* tile_start;
+
+  __device__ TileCounts run(std::uint32_t chunk, TileCounts at, bool write) const {
+    const std::uint32_t end = min(blocks, (chunk + 1) * chunk_blocks);
+    TileCounts c{0, 0, 0, 0};
+    std::uint32_t b = chunk * chunk_blocks;
+    while (b < end) {
+      const std::uint32_t bu = block_units[b];
+      if (bu > tile_units) {
+        // A heavy block: its units cut evenly over `parts` tiles.
+        const std::uint32_t parts = (bu + tile_units - 1) / tile_units;
+        if (write) {
+          const std::uint32_t group = at.groups + c.groups, first = at.tiles + c.tiles;
+          groups[group] = SplitGroup{parts, first, at.slots + c.slots, 0};
+          for (std::uint32_t p = 0; p < parts; ++p)
+            tiles[first + p] = Tile{unit_first[b] + static_cast<std::uint32_t>(std::uint64_t{bu} * p / parts), b, 1, group};
+          tile_start[b] = b;
+        }
+        ++c.groups;
+        c.slots += parts <= split_slots_max ? parts : 1;
+        c.tiles += parts;
+        c.split_tiles += parts;
+        ++b;
+        continue;
+      }
+      const std::uint32_t start = b;
+      std::uint32_t sum = 0;
+      while (b < end && b - start < max_blocks && block_units[b] <= tile_units && sum + block_units[b] <= tile_units) {
+        sum += block_units[b];
+        if (write) tile_start[b] = start;
+        ++b;
+      }
+      if (write) tiles[at.tiles + c.tiles] = Tile{unit_first[start], start, b - start, no_split};
+      ++c.tiles;
+    }
+    return c;
+  }
+};
+
+// Pass 1 (`counts` per run, one extra zero for the scan's total) or pass 2
+// (`at`: the scanned counts; the last run also writes the end tile).
+__global__ void cut_tiles(TileCut cut, std::uint32_t chunks, TileCounts* counts, const TileCounts* at) {
+  for (std::uint32_t c = blockIdx.x * blockDim.x + threadIdx.x; c <= chunks; c += gridDim.x * blockDim.x) {
+    if (at == nullptr) {
+      counts[c] = c < chunks ? cut.run(c, {}, false) : TileCounts{};
+    } else if (c < chunks) {
+      cut.run(c, at[c], true);
+    } else {
+      cut.tiles[at[chunks].tiles] = Tile{cut.unit_first[cut.blocks], 0, 0, no_split};
+    }
+  }
+}
+
+// Where a block's units start (`unit_first`), its own leaves' units
+// (`big_first`, scanned over blocks like the leaves' `unit_at`), and its
+// gathered entries (`gather_first`).
+struct BlockStarts {
+  const std::uint32_t* unit_first;
+  const std::uint32_t* big_first;
+  const std::uint32_t* gather_first;
+  const std::uint32_t* singles;
+};
+
+// A block's gather units, a thread per block: one per 32 of its gathered
+// entries, which are consecutive from gather_first.
+__global__ void write_gather_units(BlockStarts at, const std::uint32_t* tile_start, std::uint32_t blocks,
+                                   TileUnit* units) {
+  for (std::uint64_t b = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; b < blocks; b += std::uint64_t{gridDim.x} * blockDim.x) {
+    const std::uint32_t s = at.singles[b];
+    const auto out = static_cast<std::uint16_t>(b - tile_start[b]);
+    for (std::uint32_t j = 0; 32 * j < s; ++j)
+      units[at.unit_first[b] + j] = TileUnit{gather_ref, 0, 0, at.gather_first[b] + 32 * j,
+                                             static_cast<std::uint16_t>(min(32u, s - 32 * j)), out};
+  }
+}
+
+// The units of each leaf (in output-block order), a thread per leaf; a
+// gathered leaf writes its entries' records instead.
+template <class V>
+__global__ void write_units(const NodeItem* items, const std::uint32_t* n, const std::uint32_t* order,
+                            const std::uint32_t* sorted_keys, const std::uint32_t* unit_at,
+                            const std::uint32_t* gather_at, BlockStarts at, const std::byte* pool,
+                            const std::uint32_t* tile_start, std::uint32_t leaves, bool by_col, std::uint32_t log2d,
+                            TileUnit* units, GatherEntry* gathered) {
+  for (std::uint64_t k = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; k < leaves; k += std::uint64_t{gridDim.x} * blockDim.x) {
+    const NodeItem it = items[order[k]];
+    const std::uint32_t cnt = n[order[k]], b = sorted_keys[k] >> 1;
+    const NodeType type = ref_type(it.ref);
+    if (gathered_leaf(it)) {
+      const CooLayout l = coo_layout(type, cnt, sizeof(V));
+      const auto* coords = reinterpret_cast<const LocalCoord*>(pool + ref_offset(it.ref) + l.coord_offset);
+      const auto in_block = static_cast<std::uint32_t>(by_col ? it.brow : it.bcol);
+      const std::uint32_t out_base = (b - tile_start[b]) << log2d;
+      for (std::uint32_t i = 0; i < cnt; ++i) {
+        const LocalCoord c = coords[i];
+        gathered[gather_at[k] + i] =
+            GatherEntry{static_cast<std::uint32_t>(ref_offset(it.ref) + l.value_offset + i * sizeof(V)), in_block,
+                        static_cast<std::uint16_t>(out_base + (by_col ? c.col : c.row)),
+                        static_cast<std::uint16_t>(by_col ? c.row : c.col), 0};
+      }
+      continue;
+    }
+    const std::uint32_t value_offset =
+        type == NodeType::dense ? dense_mask_bytes(log2d) : coo_layout(type, cnt, sizeof(V)).value_offset;
+    const auto in_block = static_cast<std::uint32_t>(by_col ? it.brow : it.bcol);
+    const auto out = static_cast<std::uint16_t>(b - tile_start[b]);
+    TileUnit* u = units + at.unit_first[b] + (at.singles[b] + 31) / 32 + (unit_at[k] - at.big_first[b]);
+    for (std::uint32_t s = 0; s * tile_unit_entries < cnt; ++s)
+      u[s] = TileUnit{it.ref, static_cast<std::uint16_t>(s), static_cast<std::uint16_t>(value_offset / 4), in_block,
+                      static_cast<std::uint16_t>(min(tile_unit_entries, cnt - s * tile_unit_entries)), out};
+  }
+}
+
+inline unsigned grid_of(std::uint64_t count) {
+  return static_cast<unsigned>(std::clamp<std::uint64_t>((count + 255) / 256, 1, 4096));
+}
+
+inline void launched(const char* what) { cuda_check(cudaGetLastError(), what); }
+
+// Work memory of one call, carved from one allocation (with the synchronous
+// allocator, cudaFree synchronizes: one of them, not a dozen).
+class Scratch {
+ public:
+  Scratch(const Context& ctx, std::size_t bytes) : mem_(ctx.allocate(std::max<std::size_t>(bytes, 1))) {}
+  template <class T>
+  T* take(std::uint64_t count) {
+    const std::size_t at = used_;
+    used_ += (std::max<std::uint64_t>(count, 1) * sizeof(T) + 255) / 256 * 256;
+    return reinterpret_cast<T*>(static_cast<std::byte*>(mem_.get()) + at);
+  }
+  static constexpr std::size_t size_of(std::uint64_t count, std::size_t elem) {
+    return (std::max<std::uint64_t>(count, 1) * elem + 255) / 256 * 256;
+  }
+
+ private:
+  DeviceBytes mem_;
+  std::size_t used_ = 0;
+};
+
+}  // namespace tile_detail
+
+}  // namespace hisparse::ops::spmv_gpu
