@@ -19,7 +19,16 @@
 // the host against phase 1's by what is known there (shape, node size,
 // state's orientation, pool size, root, entry count): a mismatch throws
 // hisparse::Error before anything is queued. A different structure that
-// passes these checks is not detected: it is the caller's promise.
+// passes these checks is not detected: it is the caller's promise. "The
+// same structure" means the same pool layout: matrices built by
+// build_matrix or ops::build_device_matrix from the same pattern (the
+// builders are canonical), byte copies (ops::copy's default), or the very
+// matrices of phase 1 with their values rewritten in place. The result of
+// another ops::add, or of a rebuilding copy, may hold the same nodes in
+// another order (they allocate nodes concurrently) and must not be passed:
+// phase 2 would write values over coordinates. The checks throw before
+// anything is queued, also inside a stream capture, which is then left open
+// for the caller to end.
 //
 // Like a GpuSpmv plan, a plan belongs to its context: one thread at a time,
 // calls ordered on the context's stream, and the context outlives the plan.
