@@ -19,6 +19,7 @@
 #include "hisparse/ops/add_reference.hpp"
 #include "hisparse/ops/copy_gpu.hpp"
 #include "hisparse/ops/copy_reference.hpp"
+#include "hisparse/runtime/device.hpp"
 #include "support/matrices_dir.hpp"
 #include "support/random_matrix.hpp"
 #include "support/test_seed.hpp"
@@ -103,21 +104,20 @@ void check_plan(ops::Context& ctx, const Coo<V>& a_coo, const Coo<V>& b_coo, std
   cuda_check(cudaGraphDestroy(graph), "cudaGraphDestroy");
 }
 
-// A stream of the test's own: the legacy default stream cannot be captured.
-struct OwnStream {
-  cudaStream_t s = nullptr;
-  OwnStream() { cuda_check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"); }
-  ~OwnStream() { cudaStreamDestroy(s); }
-};
-
 }  // namespace
 
-TEST(AddPlanGpu, SecondPhaseEqualsOneCallAdd) {
-  const auto seed = fresh_seed();
+// Each test's seed, and a context on a stream of its own: the legacy default
+// stream cannot be captured.
+class AddPlanGpu : public ::testing::Test {
+ protected:
+  const std::uint64_t seed = fresh_seed();
+  std::mt19937_64 rng{seed};
+  runtime::Stream stream;
+  ops::Context ctx{stream.get()};
+};
+
+TEST_F(AddPlanGpu, SecondPhaseEqualsOneCallAdd) {
   SCOPED_TRACE(seed_note(seed));
-  std::mt19937_64 rng(seed);
-  OwnStream stream;
-  ops::Context ctx(stream.s);
   {
     const auto a = random_coo<double>(3000, 1200, 20000, rng);
     const auto b = gen::moved_pattern(a, 3.0, rng());
@@ -148,12 +148,8 @@ TEST(AddPlanGpu, SecondPhaseEqualsOneCallAdd) {
   check_plan(ctx, one, one, 16, false, false, true, rng, "one + one");
 }
 
-TEST(AddPlanGpu, RealMatrices) {
-  const auto seed = fresh_seed();
+TEST_F(AddPlanGpu, RealMatrices) {
   SCOPED_TRACE(seed_note(seed));
-  std::mt19937_64 rng(seed);
-  OwnStream stream;
-  ops::Context ctx(stream.s);
   for (const char* name : {"bcsstk13.mtx", "rajat01.mtx", "jazz.mtx", "whitaker3.mtx"}) {
     if (!fs::exists(matrices_dir() / name)) continue;
     const Coo<double> a = read_matrix_market<double>(matrices_dir() / name);
@@ -162,12 +158,8 @@ TEST(AddPlanGpu, RealMatrices) {
   }
 }
 
-TEST(AddPlanGpu, OtherStructuresAreRefused) {
-  const auto seed = fresh_seed();
+TEST_F(AddPlanGpu, OtherStructuresAreRefused) {
   SCOPED_TRACE(seed_note(seed));
-  std::mt19937_64 rng(seed);
-  OwnStream stream;
-  ops::Context ctx(stream.s);
   const auto a_coo = random_coo<double>(500, 400, 3000, rng);
   const auto b_coo = random_coo<double>(500, 400, 2000, rng);
   DeviceMatrix<double> a(build_matrix(a_coo)), b(build_matrix(b_coo));

@@ -133,7 +133,6 @@ __global__ void __launch_bounds__(tile_threads, 8) run_tiles(TileView<V> tv, std
   if (t < tiles) run_tile<V, Transposed>(tv, static_cast<std::uint32_t>(t), threadIdx.x % 32, st, beta, acc[threadIdx.x / 32]);
 }
 
-
 // SpMV^T of wide nodes: whole-block chunks summed per column in shared memory
 // (the node's d^2 columns); a block loops over chunks so that it clears its
 // accumulator once.
