@@ -474,15 +474,49 @@ private:
         // run clears it, or that run would start aborted.
         check(cudaStreamSynchronize(abort_stream_.get()), "cudaStreamSynchronize(abort stream)");
         if (!stopped) {
-            log::error("watchdog: the device did not stop within 10 s of the abort request");
+            const std::string state = stuck_state();
+            log::error("watchdog: the device did not stop within 10 s of the abort request; " + state);
             throw WatchdogTimeout(std::string("watchdog: the ") + phase + " exceeded " + limit +
                                   " and the device did not stop after the abort request; the CUDA context is "
-                                  "probably unusable");
+                                  "probably unusable; " + state);
         }
         log::warn(std::string("watchdog: the ") + phase + " exceeded " + limit + " and was stopped");
         throw WatchdogTimeout(std::string("watchdog: the ") + phase + " exceeded " + limit + " (controller " +
                               std::string(to_string(config_.controller)) +
                               "); the device work was stopped and the queues are re-initialised at the next run");
+    }
+
+    // What a run that ignores the abort is doing: its counters and every
+    // queue's, copied on the abort stream (the copy engine works while the
+    // run's stream is stuck). A loop that never reads the abort flag waits on
+    // something these numbers show: items pending that no queue holds,
+    // claimed positions (head) that writers never published (tail), room
+    // (fill) never given back.
+    std::string stuck_state() {
+        RunBlock rb{};
+        std::vector<QueueCounters> qc(queue_count);
+        const cudaError_t e1 =
+            cudaMemcpyAsync(&rb, run_block_.get(), sizeof(RunBlock), cudaMemcpyDeviceToHost, abort_stream_.get());
+        const cudaError_t e2 = cudaMemcpyAsync(qc.data(), queue_counters_.get(), sizeof(QueueCounters) * queue_count,
+                                               cudaMemcpyDeviceToHost, abort_stream_.get());
+        if (e1 != cudaSuccess || e2 != cudaSuccess || cudaStreamSynchronize(abort_stream_.get()) != cudaSuccess)
+            return "its counters could not be read";
+        const RunCounters& c = rb.counters;
+        std::string s = "controller " + std::string(to_string(config_.controller)) +
+                        ", pending " + std::to_string(c.pending) + ", running blocks " +
+                        std::to_string(c.running_blocks) + ", launches " + std::to_string(c.kernel_launches) +
+                        ", rounds " + std::to_string(c.rounds) + ", exited blocks " +
+                        std::to_string(c.exited_blocks) + ", done " + std::to_string(c.done) + ", error " +
+                        std::to_string(c.error);
+        for (std::uint32_t q = 0; q < queue_count; ++q) {
+            const QueueCounters& k = qc[q];
+            const auto& r = rb.queues[q];
+            s += "; queue '" + description_.queue_name(q) + "': head " + std::to_string(k.head) + ", tail " +
+                 std::to_string(k.tail) + ", available " + std::to_string(k.available) + ", fill " +
+                 std::to_string(k.fill) + ", started " + std::to_string(r.started_blocks) + ", lingering " +
+                 std::to_string(r.lingering) + ", preclaimed " + std::to_string(r.preclaimed);
+        }
+        return s;
     }
 
     void check_errors(const RunBlock& rb) {
