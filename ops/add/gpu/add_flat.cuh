@@ -126,8 +126,8 @@ __device__ void flat_block_histogram(const WideEntry<V>* u, std::uint32_t m, std
   __syncwarp();
 }
 
-// A block per band (blockIdx.x), a warp per unit; dynamic shared memory
-// flat_merge_shared_bytes.
+// A block per band (blockIdx.x), a warp per unit; dynamic shared memory:
+// the histograms and an arena of args.arena_entries.
 template <class V>
 __global__ void __launch_bounds__(flat_threads) flat_merge(FlatArgs<V> args) {
   using Entry = WideEntry<V>;
@@ -162,7 +162,7 @@ __global__ void __launch_bounds__(flat_threads) flat_merge(FlatArgs<V> args) {
     unsigned at = 0;
     if (lane == 0 && n != 0) at = atomicAdd(&arena_used, 2 * n);
     at = __shfl_sync(full_warp, at, 0);
-    const bool in_shared = n == 0 || (2 * n <= flat_arena_entries<V> && at + 2 * n <= flat_arena_entries<V>);
+    const bool in_shared = n == 0 || (2 * n <= args.arena_entries && at + 2 * n <= args.arena_entries);
     Entry* x = arena + at;
     Entry* y = x + n;
     bool failed = false;

@@ -61,6 +61,7 @@ struct FlatArgs {
   FlatUnit* units;        // d x flat_units per pair
   FlatBucket* buckets;    // 2 x d x flat_units per pair (side a, then side b)
   PoolHeader header;      // the result's, written with its root when `pairs` is null
+  std::uint32_t arena_entries;  // flat_merge's shared arena (flat_arena_entries)
 };
 
 // One pair's operands, slot and work memory.
@@ -83,12 +84,20 @@ __device__ inline FlatPairView flat_pair(const FlatArgs<V>& args, std::uint32_t 
 
 // A unit sorts and merges in shared memory: each warp's digit counts, then
 // an arena the warps take their room from as they need it (a unit with a
-// heavy row can take most of it), in scratch beyond.
+// heavy row can take most of it), in scratch beyond. A launch of few blocks
+// (a depth-2 matrix's bands) gives each block most of a multiprocessor's
+// shared memory, for the heaviest units; one of many (the sub-tree pairs of
+// a deeper matrix, d blocks each) half of it, so that two blocks run on
+// each multiprocessor (its registers allow two of 512 threads): flat_merge
+// is bound by the latency of its dependent loads, and one block per
+// multiprocessor left 3/4 of the warp slots empty (perf-log A10).
 inline constexpr std::uint32_t flat_hist_bytes = flat_max_bands * sizeof(std::uint32_t);
-inline constexpr std::uint32_t flat_merge_shared_bytes = 200 * 1024;
+inline constexpr std::uint32_t flat_merge_shared_bytes = 200 * 1024;       // few blocks
+inline constexpr std::uint32_t flat_merge_shared_bytes_many = 100 * 1024;  // many blocks: two per multiprocessor
 template <class V>
-inline constexpr std::uint32_t flat_arena_entries =
-    (flat_merge_shared_bytes - flat_warps * flat_hist_bytes) / sizeof(WideEntry<V>);
+constexpr std::uint32_t flat_arena_entries(std::uint32_t shared_bytes) {
+  return (shared_bytes - flat_warps * flat_hist_bytes) / sizeof(WideEntry<V>);
+}
 
 __device__ inline std::uint32_t row_key(std::uint32_t row_in_band, std::uint32_t col16, std::uint32_t b) {
   return (row_in_band << (2 * b)) | col16;

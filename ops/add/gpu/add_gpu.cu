@@ -49,6 +49,7 @@ struct AddCache : Context::CacheEntry {
   // returns, so the previous call's copy is over).
   runtime::PinnedBuffer init{sizeof(Counters)};
   DeviceBytes flat;  // FlatWork, the bands and the buckets of run_flat
+  int multiprocessors = 0;
 };
 
 // A sixteenth of the never-overflowing queue bound first (the SpMV's rule,
@@ -100,7 +101,15 @@ void run_flat(Context& ctx, AddCache<V>& cache, const AddState<V>& st, const Fla
   auto* buckets = reinterpret_cast<FlatBucket*>(base + works);
   auto* band_records = reinterpret_cast<FlatBand*>(buckets + std::size_t{count} * 2 * units);
   auto* unit_records = reinterpret_cast<FlatUnit*>(band_records + std::size_t{count} * d);
-  const FlatArgs<V> args{st, pairs, root, work, band_records, unit_records, buckets, header};
+  const dim3 grid(bands, count);
+  if (cache.multiprocessors == 0)
+    cuda_check(cudaDeviceGetAttribute(&cache.multiprocessors, cudaDevAttrMultiProcessorCount, ctx.device()),
+               "cudaDeviceGetAttribute(multiprocessors)");
+  const std::uint32_t shared_bytes = std::uint64_t{bands} * count >= 2u * static_cast<std::uint32_t>(cache.multiprocessors)
+                                         ? flat_merge_shared_bytes_many
+                                         : flat_merge_shared_bytes;
+  const FlatArgs<V> args{st, pairs, root, work, band_records, unit_records, buckets, header,
+                         flat_arena_entries<V>(shared_bytes)};
   if (bucket) {
     // A thread per entry of a COOW node, a warp per leaf of an inner node.
     const dim3 spread(static_cast<unsigned>(std::clamp<std::uint64_t>(bucket_entries / 1024 / count, 8, 264)),
@@ -123,8 +132,7 @@ void run_flat(Context& ctx, AddCache<V>& cache, const AddState<V>& st, const Fla
                "cudaFuncSetAttribute(flat_write)");
     shared_allowed.fetch_or(bit, std::memory_order_relaxed);
   }
-  const dim3 grid(bands, count);
-  flat_merge<V><<<grid, flat_threads, flat_merge_shared_bytes, stream>>>(args);
+  flat_merge<V><<<grid, flat_threads, shared_bytes, stream>>>(args);
   flat_write<V><<<grid, flat_threads, 0, stream>>>(args);
   cuda_check(cudaGetLastError(), "launch of the flat add");
 }

@@ -41,11 +41,14 @@ struct FlatPair {
 };
 static_assert(sizeof(FlatPair) == 16);
 
-// Pairs with more entries than this go to the flat kernels: a warp merges
-// them in milliseconds, while the flat kernels' d thread blocks per pair
-// only pay off for large pairs (R-MAT 2^20's 4 096 pairs of ~10 k entries
-// took 8.7 ms by AddWide, 25 ms by the flat kernels; perf-log A9).
-inline constexpr std::uint32_t flat_pair_entries = 65536;
+// Pairs with more entries than this go to the flat kernels. A warp merges a
+// pair at ~0.1 us an entry (the Laplacian 1789^2's one pair of 49 k entries
+// held up its whole traversal for 5 ms), while the flat kernels' d thread
+// blocks per pair only pay off for large pairs (R-MAT 2^20's 4 096 pairs,
+// all of 4-14 k entries, took 8.7 ms by AddWide, 25 ms by the flat kernels
+// with 1 696 of them handed over). Sub-tree pair sizes of the families:
+// perf-log A9 and A10.
+inline constexpr std::uint32_t flat_pair_entries = 16384;
 
 inline constexpr unsigned flag_pool_too_small = 1u;
 inline constexpr unsigned flag_scratch_too_small = 2u;
