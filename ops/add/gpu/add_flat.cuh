@@ -127,9 +127,10 @@ __device__ void flat_block_histogram(const WideEntry<V>* u, std::uint32_t m, std
 }
 
 // A block per band (blockIdx.x), a warp per unit; dynamic shared memory:
-// the histograms and an arena of args.arena_entries.
+// the histograms and an arena of args.arena_entries. At most 64 registers:
+// two blocks per multiprocessor (a launch of many blocks; perf-log A10).
 template <class V>
-__global__ void __launch_bounds__(flat_threads) flat_merge(FlatArgs<V> args) {
+__global__ void __launch_bounds__(flat_threads, 2) flat_merge(FlatArgs<V> args) {
   using Entry = WideEntry<V>;
   const FlatPairView pv = flat_pair(args, blockIdx.y);
   extern __shared__ __align__(16) unsigned char flat_shared[];
@@ -157,7 +158,8 @@ __global__ void __launch_bounds__(flat_threads) flat_merge(FlatArgs<V> args) {
                                br, r0, r1, b, lane};
     const FlatUnitSource<V> sb{st.b, pv.b, pv.buckets + d * units + unit, st.scratch + pv.work->bucket_base[1],
                                br, r0, r1, b, lane};
-    const std::uint32_t na = sa.count(), nb = sb.count();
+    const auto fa = sa.count(), fb = sb.count();
+    const std::uint32_t na = fa.total, nb = fb.total;
     const std::uint32_t n = na + nb;
     unsigned at = 0;
     if (lane == 0 && n != 0) at = atomicAdd(&arena_used, 2 * n);
@@ -175,8 +177,8 @@ __global__ void __launch_bounds__(flat_threads) flat_merge(FlatArgs<V> args) {
       u_index = s0 + n;
     }
     if (!failed && n != 0) {
-      const unsigned pa = sa.gather(x);
-      const unsigned pb = sb.gather(x + na);
+      const unsigned pa = sa.gather(x, fa);
+      const unsigned pb = sb.gather(x + na, fb);
       __syncwarp();
       if (pa != 0u) flat_sort(x, y, na, pa, b, lane, counts);
       if (pb != 0u) flat_sort(x + na, y + na, nb, pb, b, lane, counts);

@@ -89,24 +89,61 @@ struct FlatUnitSource {
     }
   }
 
-  __device__ std::uint32_t count() const {
-    if (ref == null_ref) return 0;
-    if (flat_bucketed(op.transposed, ref)) return bucket->count;
-    if (ref_type(ref) == NodeType::coow) {
-      std::uint32_t first = 0;
-      return coow_run(coow_view<V>(op.pool, ref), first);
-    }
-    std::uint32_t n = 0;
-    for_band_leaves([&](NodeRef leaf, std::uint32_t) {
-      std::uint32_t first = 0;
-      if (leaf != null_ref) n += leaf_run(leaf, first);
+  // A dense leaf's cells in rows [r0, r1), in order, by this lane.
+  __device__ void copy_dense(NodeRef leaf, std::uint32_t bc, WideEntry<V>* o) const {
+    const std::uint32_t d = 1u << b;
+    const V* vals = dense_values<V>(op.pool, leaf, b, true);
+    const auto* words = reinterpret_cast<const std::uint32_t*>(dense_mask(op.pool, leaf));
+    std::uint32_t k = 0;
+    for_mask_words(words, [&](std::uint32_t w, std::uint32_t bits) {
+      for (; bits != 0u; bits &= bits - 1u) {
+        const std::uint32_t cell = w * 32 + static_cast<std::uint32_t>(__ffs(bits) - 1);
+        o[k++] = WideEntry<V>{row_key(cell >> b, (bc << b) | (cell & (d - 1)), b), vals[cell]};
+      }
     });
-    return __reduce_add_sync(full_warp, n);
+  }
+
+  // What count() found, for gather(): the COOW run's first index, or, where
+  // the band's leaves took one warp step (at most 32 of them: a banded
+  // matrix's few), this lane's leaf and its run, so that gather neither
+  // searches again nor copies a leaf by one lane (perf-log A10).
+  struct Found {
+    std::uint32_t total = 0;
+    std::uint32_t first = 0, count = 0, col = 0;  // this lane's leaf run (one step)
+    NodeRef leaf = null_ref;
+    bool one_step = false;
+  };
+
+  __device__ Found count() const {
+    Found f;
+    if (ref == null_ref) return f;
+    if (flat_bucketed(op.transposed, ref)) {
+      f.total = bucket->count;
+      return f;
+    }
+    if (ref_type(ref) == NodeType::coow) {
+      f.total = coow_run(coow_view<V>(op.pool, ref), f.first);
+      return f;
+    }
+    std::uint32_t n = 0, steps = 0;
+    for_band_leaves([&](NodeRef leaf, std::uint32_t bc) {
+      std::uint32_t first = 0;
+      const std::uint32_t c = leaf != null_ref ? leaf_run(leaf, first) : 0u;
+      n += c;
+      f.first = first;
+      f.count = c;
+      f.col = bc;
+      f.leaf = leaf;
+      ++steps;
+    });
+    f.one_step = steps == 1;
+    f.total = __reduce_add_sync(full_warp, n);
+    return f;
   }
 
   // Writes the unit's entries to out; returns the digits (a bit each, applied
   // from the lowest) whose stable counting passes make them row-major.
-  __device__ unsigned gather(WideEntry<V>* out) const {
+  __device__ unsigned gather(WideEntry<V>* out, const Found& found) const {
     using Entry = WideEntry<V>;
     if (ref == null_ref) return 0u;
     if (flat_bucketed(op.transposed, ref)) {
@@ -114,16 +151,36 @@ struct FlatUnitSource {
       for (std::uint32_t i = lane; i < bucket->count; i += 32) out[i] = in[i];
       return 0b111u;  // in no order
     }
-    const std::uint32_t d = 1u << b;
     if (ref_type(ref) == NodeType::coow) {
       const CoowView<V> w = coow_view<V>(op.pool, ref);
-      std::uint32_t first = 0;
-      const std::uint32_t n = coow_run(w, first);
-      for (std::uint32_t i = lane; i < n; i += 32) {
-        const WideCoord c = w.coords[first + i];
-        out[i] = Entry{row_key(c.row - (br << b), c.col, b), w.values[first + i]};
+      for (std::uint32_t i = lane; i < found.total; i += 32) {
+        const WideCoord c = w.coords[found.first + i];
+        out[i] = Entry{row_key(c.row - (br << b), c.col, b), w.values[found.first + i]};
       }
       return 0u;  // row-major already
+    }
+    if (found.one_step) {
+      // Each lane's leaf run is known: the warp copies the sparse runs one
+      // after the other, a lane per entry; a dense leaf's cells, by its lane.
+      const std::uint32_t incl = warp_inclusive_sum(found.count, lane);
+      const bool dense = found.count != 0 && ref_type(found.leaf) == NodeType::dense;
+      if (dense) copy_dense(found.leaf, found.col, out + incl - found.count);
+      unsigned sparse = __ballot_sync(full_warp, found.count != 0 && !dense);
+      while (sparse != 0u) {
+        const std::uint32_t j = static_cast<std::uint32_t>(__ffs(sparse) - 1);
+        sparse &= sparse - 1u;
+        const NodeRef leaf = __shfl_sync(full_warp, found.leaf, j);
+        const std::uint32_t first = __shfl_sync(full_warp, found.first, j);
+        const std::uint32_t c = __shfl_sync(full_warp, found.count, j);
+        const std::uint32_t bc = __shfl_sync(full_warp, found.col, j);
+        Entry* o = out + __shfl_sync(full_warp, incl, j) - c;
+        const CooView<V> v = coo_view<V>(op.pool, leaf);
+        for (std::uint32_t k = lane; k < c; k += 32) {
+          const LocalCoord lc = v.coords[first + k];
+          o[k] = Entry{row_key(lc.row, (bc << b) | lc.col, b), v.values[first + k]};
+        }
+      }
+      return 0b100u;
     }
     // A lane per leaf: its run's bounds are searched first, so that the
     // copy's loads do not wait on one another.
@@ -134,15 +191,7 @@ struct FlatUnitSource {
       const std::uint32_t incl = warp_inclusive_sum(c, lane);
       Entry* o = out + offset + incl - c;
       if (c != 0 && ref_type(leaf) == NodeType::dense) {
-        const V* vals = dense_values<V>(op.pool, leaf, b, true);
-        const auto* words = reinterpret_cast<const std::uint32_t*>(dense_mask(op.pool, leaf));
-        std::uint32_t k = 0;
-        for_mask_words(words, [&](std::uint32_t w, std::uint32_t bits) {
-          for (; bits != 0u; bits &= bits - 1u) {
-            const std::uint32_t cell = w * 32 + static_cast<std::uint32_t>(__ffs(bits) - 1);
-            o[k++] = Entry{row_key(cell >> b, (bc << b) | (cell & (d - 1)), b), vals[cell]};
-          }
-        });
+        copy_dense(leaf, bc, o);
       } else if (c != 0) {
         const CooView<V> v = coo_view<V>(op.pool, leaf);
 #pragma unroll 4
