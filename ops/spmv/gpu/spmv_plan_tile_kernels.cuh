@@ -19,16 +19,24 @@ inline constexpr std::uint32_t chunk_blocks = 128;
 // The units (warp steps) of a leaf of n entries or cells.
 HISPARSE_HD constexpr std::uint32_t units_of(std::uint32_t n) { return (n + tile_unit_entries - 1) / tile_unit_entries; }
 
-// What planning downloads: entries, units and leaves with entries.
+// What planning downloads: entries, the units of the leaves that have
+// their own, leaves with entries, and the entries gathered 32 to a unit.
 struct LeafTotals {
-  unsigned long long entries, units, leaves;
+  unsigned long long entries, units, leaves, gathered;
 };
+
+// Leaves whose entries a gather unit takes (spmv_tile_agent.cuh): the
+// one- and two-entry leaves, whole (not a chunk item).
+__device__ inline bool gathered_leaf(const NodeItem& it) {
+  return ref_type(it.ref) == NodeType::coo1 || ref_type(it.ref) == NodeType::coo2;
+}
+
 
 // Entries (cells, for dense leaves) of each item of the standard bins, 0 for
 // the second and later chunk items of a large or dense leaf; their totals.
 __global__ void leaf_counts(const NodeItem* items, std::uint32_t count, std::uint32_t first_chunked,
                             const std::byte* pool, std::uint32_t log2d, std::uint32_t* out, LeafTotals* totals) {
-  unsigned long long entries = 0, units = 0, leaves = 0;
+  unsigned long long entries = 0, units = 0, leaves = 0, gathered = 0;
   for (std::uint64_t i = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; i < count; i += std::uint64_t{gridDim.x} * blockDim.x) {
     const NodeItem it = items[i];
     std::uint32_t n = 0;
@@ -36,26 +44,24 @@ __global__ void leaf_counts(const NodeItem* items, std::uint32_t count, std::uin
       n = ref_type(it.ref) == NodeType::dense ? 1u << (2 * log2d)
                                               : *reinterpret_cast<const std::uint32_t*>(pool + ref_offset(it.ref));
     out[i] = n;
+    const bool g = gathered_leaf(it);
     entries += n;
-    units += units_of(n);
+    units += g ? 0u : units_of(n);
+    gathered += g ? n : 0u;
     leaves += n > 0;
   }
   for (int off = 16; off > 0; off /= 2) {
     entries += __shfl_xor_sync(0xffffffffu, entries, off);
     units += __shfl_xor_sync(0xffffffffu, units, off);
     leaves += __shfl_xor_sync(0xffffffffu, leaves, off);
+    gathered += __shfl_xor_sync(0xffffffffu, gathered, off);
   }
   if (threadIdx.x % 32 == 0 && leaves > 0) {
     atomicAdd(&totals->entries, entries);
     atomicAdd(&totals->units, units);
     atomicAdd(&totals->leaves, leaves);
+    atomicAdd(&totals->gathered, gathered);
   }
-}
-
-// Leaves whose entries a gather unit takes (spmv_tile_agent.cuh): the
-// one- and two-entry leaves, whole (not a chunk item).
-__device__ inline bool gathered_leaf(const NodeItem& it) {
-  return ref_type(it.ref) == NodeType::coo1 || ref_type(it.ref) == NodeType::coo2;
 }
 
 // Sort keys: a leaf's output block, twice, plus 1 for a leaf of units of its

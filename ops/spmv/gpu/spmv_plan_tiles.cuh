@@ -104,7 +104,7 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
   Scratch counting(ctx, Scratch::size_of(1, sizeof(LeafTotals)) + Scratch::size_of(n_items, u32));
   auto* totals = counting.take<LeafTotals>(1);
   auto* n = counting.take<std::uint32_t>(n_items);
-  LeafTotals total{0, 0, 0};
+  LeafTotals total{0, 0, 0, 0};
   cuda_check(cudaMemsetAsync(totals, 0, sizeof(LeafTotals), stream), "cudaMemsetAsync(SpMV tile totals)");
   if (n_items > 0) {
     leaf_counts<<<grid_of(n_items), 256, 0, stream>>>(items, n_items, static_cast<std::uint32_t>(first_chunked), pool,
@@ -114,7 +114,10 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
   cuda_check(cudaMemcpyAsync(&total, totals, sizeof(total), cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync(SpMV tile totals)");
   cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(SpMV tiles)");
   std::string phases = "counts " + std::to_string(ms(t0));
-  if (total.entries < std::uint64_t{min_fill} * total.units) return false;
+  // The fill test counts the gathered entries at 32 to a unit, as run_tile
+  // takes them (at least: a block's gathered entries share units only with
+  // those of the same output block).
+  if (total.entries < std::uint64_t{min_fill} * (total.units + (total.gathered + 31) / 32)) return false;
   if (total.units >= (std::uint64_t{1} << 32)) throw LimitError("spmv: the plan needs more than 2^32 units");
   const auto leaves = static_cast<std::uint32_t>(total.leaves);
 

@@ -100,74 +100,47 @@ struct TileView {
   const GatherEntry* gathered;
 };
 
-// What a lane reads of a unit before any x is needed: up to four values
-// and their coordinates (COO4: two words of 16-bit (row, col) pairs; COO1
-// and COO2: one pair in w0; dense: the four cells' presence bits in w0).
-// (Reading the next unit's entries while this unit's x is gathered was
-// slower: the kernel is bound by issue and by registers, perf-log 20.)
-template <class V>
-struct UnitEntries {
-  V a[4];
-  std::uint32_t w0;
-  std::uint32_t w1;
-};
-
-template <class V>
-__device__ inline void load_unit(const TileUnit& u, std::uint32_t lane, const SpmvState<V>& st, UnitEntries<V>& e) {
+// Adds a unit's products into acc (the tile's outputs): lane `lane` of a
+// warp takes four consecutive entries (cells) with one vector load of
+// values and one of coordinates (a dense leaf: the cells' presence bits).
+// A unit is part of a COO4 or dense leaf: one- and two-entry leaves are
+// gathered (gather_ref). Absent cells of a dense leaf add nothing (not
+// 0 * x, which would turn an infinite x into NaN). (Reading the next unit's
+// entries while this unit's x is gathered was slower: the kernel is bound by
+// issue and by registers, perf-log 20.)
+template <class V, bool Transposed>
+__device__ inline void add_unit(const TileUnit& u, std::uint32_t lane, const SpmvState<V>& st, V* acc) {
+  const std::uint32_t b = st.log2d;
   const std::byte* node = st.pool + ref_offset(u.ref);
   const NodeType type = ref_type(u.ref);
-  const V* values = reinterpret_cast<const V*>(node + 4u * u.value_offset4);
-  if (type == NodeType::coo1 || type == NodeType::coo2) {
-    if (lane < u.count) {
-      e.w0 = reinterpret_cast<const std::uint16_t*>(node + 4)[lane];
-      e.a[0] = values[lane];
-    }
-    return;
-  }
-  const std::uint32_t first = tile_unit_entries * u.step + 4 * lane;
-  if (4 * lane >= u.count) return;
-  load4(values + first, e.a);
-  if (type == NodeType::dense) {
-    e.w0 = (reinterpret_cast<const std::uint8_t*>(node)[first >> 3] >> (first & 7u)) & 0xFu;
-  } else {
-    const uint2 cw = reinterpret_cast<const uint2*>(node + 8)[first / 4];
-    e.w0 = cw.x;
-    e.w1 = cw.y;
-  }
-}
-
-// Adds a unit's products into acc (the tile's outputs): lane `lane` of a
-// warp, with the entries load_unit read. Absent cells of a dense leaf add
-// nothing (not 0 * x, which would turn an infinite x into NaN).
-template <class V, bool Transposed>
-__device__ inline void add_unit(const TileUnit& u, std::uint32_t lane, const SpmvState<V>& st,
-                                const UnitEntries<V>& e, V* acc) {
-  const std::uint32_t b = st.log2d;
-  V* out = acc + (std::uint32_t{u.out} << b);
-  const V* x = st.x + (std::uint64_t{u.in_block} << b);
-  const NodeType type = ref_type(u.ref);
-  if (type == NodeType::coo1 || type == NodeType::coo2) {
-    if (lane < u.count) {
-      const std::uint32_t row = e.w0 & 0xFFu, col = (e.w0 >> 8) & 0xFFu;
-      if (Transposed) atomicAdd(out + col, e.a[0] * x[row]);
-      else atomicAdd(out + row, e.a[0] * x[col]);
-    }
-    return;
-  }
   const std::uint32_t first = tile_unit_entries * u.step + 4 * lane;
   const bool active = 4 * lane < u.count;
+  V a[4] = {};
+  std::uint32_t w0 = 0, w1 = 0;
+  if (active) {
+    load4(reinterpret_cast<const V*>(node + 4u * u.value_offset4) + first, a);
+    if (type == NodeType::dense) {
+      w0 = (reinterpret_cast<const std::uint8_t*>(node)[first >> 3] >> (first & 7u)) & 0xFu;
+    } else {
+      const uint2 cw = reinterpret_cast<const uint2*>(node + 8)[first / 4];
+      w0 = cw.x;
+      w1 = cw.y;
+    }
+  }
+  V* out = acc + (std::uint32_t{u.out} << b);
+  const V* x = st.x + (std::uint64_t{u.in_block} << b);
   if (type == NodeType::dense) {
     // Four consecutive cells: one row for d >= 4, so in A a row's cells are
     // summed over the d / 4 lanes that share it; in A^T four columns.
     const std::uint32_t d = 1u << b;
-    const std::uint32_t bits = active ? e.w0 : 0u;
+    const std::uint32_t bits = w0;
     if (Transposed || d < 4) {
 #pragma unroll
       for (std::uint32_t j = 0; j < 4; ++j) {
         if (!((bits >> j) & 1u)) continue;
         const std::uint32_t cell = first + j, r = cell >> b, c = cell & (d - 1);
-        if (Transposed) atomicAdd(out + c, e.a[j] * x[r]);
-        else atomicAdd(out + r, e.a[j] * x[c]);
+        if (Transposed) atomicAdd(out + c, a[j] * x[r]);
+        else atomicAdd(out + r, a[j] * x[c]);
       }
       return;
     }
@@ -175,21 +148,21 @@ __device__ inline void add_unit(const TileUnit& u, std::uint32_t lane, const Spm
     V sum = V(0);
 #pragma unroll
     for (std::uint32_t j = 0; j < 4; ++j)
-      if ((bits >> j) & 1u) sum += e.a[j] * x[c0 + j];
+      if ((bits >> j) & 1u) sum += a[j] * x[c0 + j];
     const std::uint32_t width = d / 4 < 32 ? d / 4 : 32;  // lanes per row
     for (std::uint32_t off = width / 2; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
     if (active && lane % width == 0) atomicAdd(out + (first >> b), sum);
     return;
   }
   // COO4: coordinates at byte 8, row-major; padding entries lie beyond count.
-  const std::uint32_t words[2] = {e.w0, e.w1};
+  const std::uint32_t words[2] = {w0, w1};
   const std::uint32_t m = active ? min(4u, u.count - 4 * lane) : 0u;
   if (Transposed) {
 #pragma unroll
     for (std::uint32_t j = 0; j < 4; ++j) {
       if (j >= m) break;
       const std::uint32_t w = words[j / 2] >> (16 * (j % 2));
-      atomicAdd(out + ((w >> 8) & 0xFFu), e.a[j] * x[w & 0xFFu]);
+      atomicAdd(out + ((w >> 8) & 0xFFu), a[j] * x[w & 0xFFu]);
     }
     return;
   }
@@ -218,7 +191,7 @@ __device__ inline void add_unit(const TileUnit& u, std::uint32_t lane, const Spm
         row = r;
         sum = V(0);
       }
-      sum += e.a[j] * x[(w >> 8) & 0xFFu];
+      sum += a[j] * x[(w >> 8) & 0xFFu];
     }
   }
   if (m > 0) {
@@ -263,9 +236,7 @@ __device__ inline void run_tile(const TileView<V>& tv, std::uint32_t t, std::uin
       }
       continue;
     }
-    UnitEntries<V> e{};
-    load_unit(unit, lane, st, e);
-    add_unit<V, Transposed>(unit, lane, st, e, acc);
+    add_unit<V, Transposed>(unit, lane, st, acc);
   }
   __syncwarp();
   const std::uint64_t out_base = std::uint64_t{tile.block} << st.log2d;
