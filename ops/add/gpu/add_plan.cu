@@ -6,6 +6,7 @@
 #include "add_state.cuh"
 #include "hisparse/ops/add_plan.hpp"
 #include "hisparse/ops/convert_gpu.hpp"
+#include "hisparse/ops/stride_grid.hpp"
 
 namespace hisparse::ops {
 namespace add_plan_detail {
@@ -53,9 +54,17 @@ __global__ void match_slots(Listed<I> c, Listed<I> a, Listed<I> b, Slots* out, u
     in_b += s.b != no_slot;
     orphans += s.a == no_slot && s.b == no_slot;
   }
-  atomicAdd(found, in_a);
-  atomicAdd(found + 1, in_b);
-  atomicAdd(found + 2, orphans);
+  // Summed over the warp first: one atomic per warp and counter, not per thread.
+  for (int off = 16; off > 0; off /= 2) {
+    in_a += __shfl_xor_sync(0xffffffffu, in_a, off);
+    in_b += __shfl_xor_sync(0xffffffffu, in_b, off);
+    orphans += __shfl_xor_sync(0xffffffffu, orphans, off);
+  }
+  if (threadIdx.x % 32 == 0) {
+    atomicAdd(found, in_a);
+    atomicAdd(found + 1, in_b);
+    atomicAdd(found + 2, orphans);
+  }
 }
 
 // add_gpu::combine's arithmetic (separate roundings, as add_reference; an
@@ -68,10 +77,6 @@ __global__ void gather_values(const Slots* slots, std::uint64_t n, const V* a, V
     c[s.c] = add_gpu::add_rn(s.a != no_slot ? add_gpu::mul_rn(ka, a[s.a]) : V(0),
                              s.b != no_slot ? add_gpu::mul_rn(kb, b[s.b]) : V(0));
   }
-}
-
-inline unsigned grid_for(std::uint64_t n) {
-  return static_cast<unsigned>(std::min<std::uint64_t>((n + 255) / 256, 8192));
 }
 
 // Positions of a matrix's entries, on the context's memory.
@@ -98,7 +103,7 @@ void record_slots(Context& ctx, const DeviceMatrix<V>& a, const DeviceMatrix<V>&
   DeviceBytes found = ctx.allocate(3 * sizeof(unsigned long long));
   cuda_check(cudaMemsetAsync(found.get(), 0, found.size(), stream), "cudaMemsetAsync(add plan counts)");
   if (c.nnz() > 0) {
-    match_slots<I><<<grid_for(c.nnz()), 256, 0, stream>>>(pc.listed(), pa.listed(), pb.listed(), slots.as<Slots>(),
+    match_slots<I><<<stride_grid(c.nnz(), 8192), stride_threads, 0, stream>>>(pc.listed(), pa.listed(), pb.listed(), slots.as<Slots>(),
                                                           found.as<unsigned long long>());
     cuda_check(cudaGetLastError(), "launch of match_slots (add plan)");
   }
@@ -158,7 +163,7 @@ void AddPlan<V>::compute(const DeviceMatrix<V>& a, const DeviceMatrix<V>& b, V a
   if (entries_ == 0) return;
   // The one-call add's factors (add_gpu.cu), computed on the host alike.
   const V ka = alpha * a.scale(), kb = beta * b.scale();
-  gather_values<V><<<grid_for(entries_), 256, 0, ctx_->stream()>>>(
+  gather_values<V><<<stride_grid(entries_, 8192), stride_threads, 0, ctx_->stream()>>>(
       slots_.as<const Slots>(), entries_, reinterpret_cast<const V*>(a.pool()), ka, reinterpret_cast<const V*>(b.pool()),
       kb, reinterpret_cast<V*>(c.pool_for_values()));
   cuda_check(cudaGetLastError(), "launch of gather_values (add plan)");

@@ -20,6 +20,7 @@
 
 #include "hisparse/formats/device_matrix.hpp"
 #include "hisparse/ops/context.hpp"
+#include "hisparse/ops/stride_grid.hpp"
 #include "spmv_plan_agents.cuh"
 
 namespace hisparse::ops::spmv_gpu {
@@ -86,10 +87,6 @@ __global__ void gather(const NodeItem* small, const std::uint64_t* keys, const s
   }
 }
 
-inline unsigned grid_for(std::uint64_t count) {
-  return static_cast<unsigned>(std::clamp<std::uint64_t>((count + 255) / 256, 1, 4096));
-}
-
 }  // namespace rider_detail
 
 // The rider plan of one orientation (by_col: A^T) for `blocks` output
@@ -105,23 +102,23 @@ inline RiderPlan plan_riders(const std::byte* pool, const NodeItem* small, std::
   out.items = ctx.allocate(std::max<std::uint64_t>(small_count, 1) * sizeof(NodeItem));
   auto* ranges = out.ranges.as<RiderRange>();
   const auto n = static_cast<std::uint32_t>(small_count), m = static_cast<std::uint32_t>(large_count);
-  clear_ranges<<<grid_for(blocks), 256, 0, stream>>>(ranges, blocks);
+  clear_ranges<<<stride_grid(blocks), stride_threads, 0, stream>>>(ranges, blocks);
   cuda_check(cudaGetLastError(), "launch of clear_ranges (SpMV riders)");
   if (n == 0) return out;
-  count_small<<<grid_for(n), 256, 0, stream>>>(small, n, by_col, ranges);
+  count_small<<<stride_grid(n), stride_threads, 0, stream>>>(small, n, by_col, ranges);
   cuda_check(cudaGetLastError(), "launch of count_small (SpMV riders)");
   if (m > 0) {
-    mark_owners<<<grid_for(m), 256, 0, stream>>>(large, m, by_col, ranges);
+    mark_owners<<<stride_grid(m), stride_threads, 0, stream>>>(large, m, by_col, ranges);
     cuda_check(cudaGetLastError(), "launch of mark_owners (SpMV riders)");
   }
   DeviceBytes keys = ctx.allocate(n * sizeof(std::uint64_t)), sorted_keys = ctx.allocate(n * sizeof(std::uint64_t));
   DeviceBytes index = ctx.allocate(n * sizeof(std::uint32_t)), order = ctx.allocate(n * sizeof(std::uint32_t));
   DeviceBytes riders = ctx.allocate(2 * sizeof(unsigned long long));
   cuda_check(cudaMemsetAsync(riders.get(), 0, riders.size(), stream), "cudaMemsetAsync(rider count)");
-  sort_keys<<<grid_for(n), 256, 0, stream>>>(small, n, by_col, blocks, ranges, pool, keys.as<std::uint64_t>(),
+  sort_keys<<<stride_grid(n), stride_threads, 0, stream>>>(small, n, by_col, blocks, ranges, pool, keys.as<std::uint64_t>(),
                                              index.as<std::uint32_t>(), riders.as<unsigned long long>());
   cuda_check(cudaGetLastError(), "launch of sort_keys (SpMV riders)");
-  settle_ranges<<<grid_for(blocks), 256, 0, stream>>>(ranges, blocks);
+  settle_ranges<<<stride_grid(blocks), stride_threads, 0, stream>>>(ranges, blocks);
   cuda_check(cudaGetLastError(), "launch of settle_ranges (SpMV riders)");
   const int end_bit = std::max(1, static_cast<int>(std::bit_width(2 * blocks)));
   std::size_t temp_bytes = 0;
@@ -132,7 +129,7 @@ inline RiderPlan plan_riders(const std::byte* pool, const NodeItem* small, std::
   cuda_check(cub::DeviceRadixSort::SortPairs(temp.get(), temp_bytes, keys.as<std::uint64_t>(), sorted_keys.as<std::uint64_t>(),
                                              index.as<std::uint32_t>(), order.as<std::uint32_t>(), n, 0, end_bit, stream),
              "cub::DeviceRadixSort::SortPairs (SpMV riders)");
-  gather<<<grid_for(n), 256, 0, stream>>>(small, sorted_keys.as<std::uint64_t>(), order.as<std::uint32_t>(), n, blocks,
+  gather<<<stride_grid(n), stride_threads, 0, stream>>>(small, sorted_keys.as<std::uint64_t>(), order.as<std::uint32_t>(), n, blocks,
                                           out.items.as<NodeItem>(), ranges);
   cuda_check(cudaGetLastError(), "launch of gather (SpMV riders)");
   unsigned long long rider_count[2] = {0, 0};

@@ -7,6 +7,7 @@
 
 #include "hisparse/formats/device_matrix.hpp"
 #include "hisparse/ops/context.hpp"
+#include "hisparse/ops/stride_grid.hpp"
 #include "spmv_tile_agent.cuh"
 
 namespace hisparse::ops::spmv_gpu {
@@ -232,10 +233,6 @@ __global__ void write_units(const NodeItem* items, const std::uint32_t* n, const
       u[s] = TileUnit{it.ref, static_cast<std::uint16_t>(s), static_cast<std::uint16_t>(value_offset / 4), in_block,
                       static_cast<std::uint16_t>(min(tile_unit_entries, cnt - s * tile_unit_entries)), out};
   }
-}
-
-inline unsigned grid_of(std::uint64_t count) {
-  return static_cast<unsigned>(std::clamp<std::uint64_t>((count + 255) / 256, 1, 4096));
 }
 
 inline void launched(const char* what) { cuda_check(cudaGetLastError(), what); }

@@ -107,7 +107,7 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
   LeafTotals total{0, 0, 0, 0};
   cuda_check(cudaMemsetAsync(totals, 0, sizeof(LeafTotals), stream), "cudaMemsetAsync(SpMV tile totals)");
   if (n_items > 0) {
-    leaf_counts<<<grid_of(n_items), 256, 0, stream>>>(items, n_items, static_cast<std::uint32_t>(first_chunked), pool,
+    leaf_counts<<<stride_grid(n_items), stride_threads, 0, stream>>>(items, n_items, static_cast<std::uint32_t>(first_chunked), pool,
                                                        log2d, n, totals);
     launched("launch of leaf_counts (SpMV tiles)");
   }
@@ -152,24 +152,24 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
       cuda_check(cub::DeviceScan::ExclusiveSum(temp, bytes, in, out, count, stream), what);
     };
     if (n_items > 0) {
-      block_keys<<<grid_of(n_items), 256, 0, stream>>>(items, n, n_items, by_col, blocks, keys, index, big, singles);
+      block_keys<<<stride_grid(n_items), stride_threads, 0, stream>>>(items, n, n_items, by_col, blocks, keys, index, big, singles);
       launched("launch of block_keys (SpMV tiles)");
       std::size_t bytes = temp_bytes;
       cuda_check(cub::DeviceRadixSort::SortPairs(temp, bytes, keys, sorted_keys, index, order, n_items, 0,
                                                  static_cast<int>(std::bit_width(2 * std::uint64_t{blocks})), stream),
                  "cub::DeviceRadixSort::SortPairs (SpMV tiles)");
-      leaf_units<<<grid_of(leaves), 256, 0, stream>>>(items, order, n, leaves, index, gather_count);
+      leaf_units<<<stride_grid(leaves), stride_threads, 0, stream>>>(items, order, n, leaves, index, gather_count);
       launched("launch of leaf_units (SpMV tiles)");
       scan(index, unit_at, leaves, "cub::DeviceScan::ExclusiveSum (SpMV leaf units)");
       scan(gather_count, gather_at, leaves, "cub::DeviceScan::ExclusiveSum (SpMV gathered entries)");
     }
-    block_unit_counts<<<grid_of(blocks + 1), 256, 0, stream>>>(big, singles, blocks, block_units);
+    block_unit_counts<<<stride_grid(blocks + 1), stride_threads, 0, stream>>>(big, singles, blocks, block_units);
     launched("launch of block_unit_counts (SpMV tiles)");
     scan(block_units, unit_first, blocks + 1, "cub::DeviceScan::ExclusiveSum (SpMV block units)");
     scan(big, big_first, blocks + 1, "cub::DeviceScan::ExclusiveSum (SpMV block leaf units)");
     scan(singles, gather_first, blocks + 1, "cub::DeviceScan::ExclusiveSum (SpMV block gathered)");
     TileCut cut{block_units, unit_first, blocks, tile_units, max_blocks, nullptr, nullptr, tile_start};
-    cut_tiles<<<grid_of(chunks + 1), 256, 0, stream>>>(cut, chunks, counts, nullptr);
+    cut_tiles<<<stride_grid(chunks + 1), stride_threads, 0, stream>>>(cut, chunks, counts, nullptr);
     launched("launch of cut_tiles (SpMV tiles, counts)");
     std::size_t bytes = temp_bytes;
     cuda_check(cub::DeviceScan::ExclusiveScan(temp, bytes, counts, at, AddCounts{}, TileCounts{}, chunks + 1, stream),
@@ -195,13 +195,13 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
     p.sums = ctx.allocate(std::max<std::uint64_t>(std::uint64_t{sizes.slots} << log2d, 1) * sizeof(V));
     cut.tiles = p.tiles.template as<Tile>();
     cut.groups = p.groups.template as<SplitGroup>();
-    cut_tiles<<<grid_of(chunks + 1), 256, 0, stream>>>(cut, chunks, nullptr, at);
+    cut_tiles<<<stride_grid(chunks + 1), stride_threads, 0, stream>>>(cut, chunks, nullptr, at);
     launched("launch of cut_tiles (SpMV tiles)");
     const BlockStarts starts{unit_first, big_first, gather_first, singles};
-    write_gather_units<<<grid_of(blocks), 256, 0, stream>>>(starts, tile_start, blocks, p.units.template as<TileUnit>());
+    write_gather_units<<<stride_grid(blocks), stride_threads, 0, stream>>>(starts, tile_start, blocks, p.units.template as<TileUnit>());
     launched("launch of write_gather_units (SpMV tiles)");
     if (leaves > 0) {
-      write_units<V><<<grid_of(leaves), 256, 0, stream>>>(items, n, order, sorted_keys, unit_at, gather_at, starts, pool,
+      write_units<V><<<stride_grid(leaves), stride_threads, 0, stream>>>(items, n, order, sorted_keys, unit_at, gather_at, starts, pool,
                                                           tile_start, leaves, by_col, log2d,
                                                           p.units.template as<TileUnit>(),
                                                           p.gathered.template as<GatherEntry>());
