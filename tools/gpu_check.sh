@@ -3,7 +3,12 @@
 # with a GPU, from a build folder made elsewhere and carried over together
 # with .devbuild/ (lib/: spdlog, fmt, xxhash; matrices/: the SuiteSparse set).
 # Usage: [TESTS="bin ..."] [BENCH=1 BENCH_SCALE=16 BENCH_L2=both BENCH_ARGS="--controllers"] [DEMO_GRID=2048]
-#        [SANITIZE_BUILD=.devbuild/build-nordc] tools/gpu_check.sh .devbuild/build [sanitize]
+#        [SANITIZE_BUILD=.devbuild/build-nordc] [SANITIZE_TOOLS="memcheck racecheck synccheck"]
+#        [SANITIZE_ONLY=1] tools/gpu_check.sh .devbuild/build [sanitize]
+# The whole sequence with sanitize takes longer than one 10-minute device
+# call (the ops racecheck alone ~6 min): run it as two, e.g. the plain
+# check with SANITIZE_TOOLS=memcheck, then SANITIZE_ONLY=1
+# SANITIZE_TOOLS="racecheck synccheck".
 # Prepare with tools/prepare_devbuild.sh build build-nordc on the development
 # machine (build-nordc: configured with -Ddevice_launch=false), then carry .devbuild.
 set -u
@@ -13,6 +18,8 @@ export HISPARSE_MATRICES_DIR="$PWD/.devbuild/matrices"
 out=${OUT:-/tmp}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 status=0
+only=${SANITIZE_ONLY:-0}
+[ "$only" = 1 ] && TESTS=none
 for t in ${TESTS:-"$build"/ops/test-ops-gpu "$build"/runtime/tests/runtime-gpu-tests}; do
   [ -x "$t" ] || continue
   echo "== $t"
@@ -22,6 +29,7 @@ for t in ${TESTS:-"$build"/ops/test-ops-gpu "$build"/runtime/tests/runtime-gpu-t
   echo "rc=$rc"
   [ $rc -eq 0 ] || status=1
 done
+if [ "$only" != 1 ]; then
 echo "== demo"
 timeout 300 "$build"/tools/hisparse demo --grid "${DEMO_GRID:-2048}" || status=1
 # The command-line tests take their GPU branches here (byte-identical GPU
@@ -32,6 +40,7 @@ rc=$?
 tail -n 4 "$out/cli.log"
 echo "rc=$rc"
 [ $rc -eq 0 ] || status=1
+fi
 if [ "${BENCH:-0}" = 1 ]; then
   echo "== bench"
   timeout "${BENCH_TIMEOUT:-400}" "$build"/tools/hisparse bench --matrices-dir "$HISPARSE_MATRICES_DIR" --scale "${BENCH_SCALE:-16}" --l2 "${BENCH_L2:-both}" \
@@ -44,7 +53,7 @@ if [ "${2:-}" = sanitize ]; then
   # (SANITIZE_BUILD), which has the persistent and host-loop controllers only.
   export HISPARSE_RT_TEST_SCALE=small
   nordc=${SANITIZE_BUILD:-.devbuild/build-nordc}
-  for tool in memcheck racecheck synccheck; do
+  for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
     b=$build; [ "$tool" = memcheck ] || b=$nordc
     leak=""; [ "$tool" = memcheck ] && leak="--leak-check full"
     [ -d "$b" ] || { echo "no $b: skipping $tool"; continue; }
@@ -58,9 +67,11 @@ if [ "${2:-}" = sanitize ]; then
   done
   # The failure-mode tests run out of device memory on purpose: the failed
   # API calls are theirs; memory access errors and leaks are still reported.
-  echo "== compute-sanitizer --tool memcheck ($build: ops failure modes)"
-  timeout 300 compute-sanitizer --tool memcheck --report-api-errors no --leak-check full --error-exitcode 9 \
-    "$build"/ops/test-ops-gpu --gtest_filter='*FailureModes*' --gtest_brief=1 >"$out/fm-memcheck.log" 2>&1 || status=1
-  grep -E '=====.*(SUMMARY|errors)|PASSED|FAILED' "$out/fm-memcheck.log" | tail -n 4
+  case " ${SANITIZE_TOOLS:-memcheck} " in *" memcheck "*)
+    echo "== compute-sanitizer --tool memcheck ($build: ops failure modes)"
+    timeout 300 compute-sanitizer --tool memcheck --report-api-errors no --leak-check full --error-exitcode 9 \
+      "$build"/ops/test-ops-gpu --gtest_filter='*FailureModes*' --gtest_brief=1 >"$out/fm-memcheck.log" 2>&1 || status=1
+    grep -E '=====.*(SUMMARY|errors)|PASSED|FAILED' "$out/fm-memcheck.log" | tail -n 4 ;;
+  esac
 fi
 exit $status
