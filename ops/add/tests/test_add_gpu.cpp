@@ -173,13 +173,21 @@ TEST(AddGpu, LargeWideSubtreesAfterTheRun) {
   std::mt19937_64 rng(seed);
   // Node size 32: sub-trees of 1024 x 1024, the diagonal ones ~80 k entries
   // for both operands together: twelve of them, 384 bands, enough for the
-  // flat kernels' launch of many blocks (a smaller shared arena per block);
-  // a full row of 11 900 entries is a unit too heavy for that arena.
+  // flat kernels' launch of many blocks (a smaller shared arena per block).
   Coo<double> banded = random_coo<double>(12000, 11900, 8000, rng);
   for (index_t i = 0; i < 12000; ++i)
     for (index_t j = i > 20 ? i - 20 : 0; j <= i + 20 && j < 11900; ++j) banded.push(i, j, 1.0 + 0.001 * i - 0.002 * j);
-  for (index_t j = 0; j < 11900; ++j) banded.push(5000, j, 0.5 + 0.0001 * j);
-  const Matrix<double> a = build(banded, 32, true), b = build(gen::moved_pattern(banded, 2.0, rng()), 32, true);
+  Coo<double> moved = gen::moved_pattern(banded, 2.0, rng());
+  // Rows 5000 and 5001 full in both operands: they are one unit (two rows at
+  // d = 32), which in the diagonal pair holds ~4 300 entries, 2n beyond the
+  // many-block launch's f64 arena (5 376 entries): that unit sorts and merges
+  // in scratch. Their off-diagonal pairs (4 096 entries) stay with AddWide.
+  for (index_t r = 5000; r <= 5001; ++r)
+    for (index_t j = 0; j < 11900; ++j) {
+      banded.push(r, j, 0.5 + 0.0001 * j);
+      moved.push(r, j, -0.25 + 0.0002 * j);
+    }
+  const Matrix<double> a = build(banded, 32, true), b = build(moved, 32, true);
   ASSERT_EQ(a.content().shape.depth, 3u);
   for (runtime::Controller c : runtime::all_controllers) {
     if (!ops::gpu_controller_available(c)) continue;

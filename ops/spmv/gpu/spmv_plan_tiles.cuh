@@ -118,7 +118,8 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
   // takes them (at least: a block's gathered entries share units only with
   // those of the same output block).
   if (total.entries < std::uint64_t{min_fill} * (total.units + (total.gathered + 31) / 32)) return false;
-  if (total.units >= (std::uint64_t{1} << 32)) throw LimitError("spmv: the plan needs more than 2^32 units");
+  if (total.units + total.gathered >= (std::uint64_t{1} << 32))
+    throw LimitError("spmv: the plan needs more than 2^32 units");
   const auto leaves = static_cast<std::uint32_t>(total.leaves);
 
   Scratch scratch(ctx, 6 * Scratch::size_of(n_items, u32) + 7 * Scratch::size_of(most_blocks + 1, u32) +

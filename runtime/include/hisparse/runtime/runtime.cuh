@@ -499,8 +499,10 @@ private:
             cudaMemcpyAsync(&rb, run_block_.get(), sizeof(RunBlock), cudaMemcpyDeviceToHost, abort_stream_.get());
         const cudaError_t e2 = cudaMemcpyAsync(qc.data(), queue_counters_.get(), sizeof(QueueCounters) * queue_count,
                                                cudaMemcpyDeviceToHost, abort_stream_.get());
-        if (e1 != cudaSuccess || e2 != cudaSuccess || cudaStreamSynchronize(abort_stream_.get()) != cudaSuccess)
+        if (e1 != cudaSuccess || e2 != cudaSuccess || cudaStreamSynchronize(abort_stream_.get()) != cudaSuccess) {
+            (void)cudaGetLastError();  // not left for a later check to report under another name
             return "its counters could not be read";
+        }
         const RunCounters& c = rb.counters;
         std::string s = "controller " + std::string(to_string(config_.controller)) +
                         ", pending " + std::to_string(c.pending) + ", running blocks " +
