@@ -53,7 +53,8 @@ if [ "${2:-}" = sanitize ]; then
   # (SANITIZE_BUILD), which has the persistent and host-loop controllers only.
   export HISPARSE_RT_TEST_SCALE=small
   nordc=${SANITIZE_BUILD:-.devbuild/build-nordc}
-  for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
+  tools=${SANITIZE_TOOLS:-memcheck racecheck synccheck}
+  for tool in $tools; do
     b=$build; [ "$tool" = memcheck ] || b=$nordc
     leak=""; [ "$tool" = memcheck ] && leak="--leak-check full"
     [ -d "$b" ] || { echo "no $b: skipping $tool"; continue; }
@@ -67,7 +68,7 @@ if [ "${2:-}" = sanitize ]; then
   done
   # The failure-mode tests run out of device memory on purpose: the failed
   # API calls are theirs; memory access errors and leaks are still reported.
-  case " ${SANITIZE_TOOLS:-memcheck} " in *" memcheck "*)
+  case " $tools " in *" memcheck "*)
     echo "== compute-sanitizer --tool memcheck ($build: ops failure modes)"
     timeout 300 compute-sanitizer --tool memcheck --report-api-errors no --leak-check full --error-exitcode 9 \
       "$build"/ops/test-ops-gpu --gtest_filter='*FailureModes*' --gtest_brief=1 >"$out/fm-memcheck.log" 2>&1 || status=1

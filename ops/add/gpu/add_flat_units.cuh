@@ -103,6 +103,12 @@ struct FlatUnitSource {
     });
   }
 
+  // Entry i of a COO leaf in block column bc, keyed within the band.
+  __device__ WideEntry<V> coo_entry(const CooView<V>& v, std::uint32_t i, std::uint32_t bc) const {
+    const LocalCoord lc = v.coords[i];
+    return WideEntry<V>{row_key(lc.row, (bc << b) | lc.col, b), v.values[i]};
+  }
+
   // What count() found, for gather(): the COOW run's first index, or, where
   // the band's leaves took one warp step (at most 32 of them: a banded
   // matrix's few), this lane's leaf and its run, so that gather neither
@@ -175,10 +181,7 @@ struct FlatUnitSource {
         const std::uint32_t bc = __shfl_sync(full_warp, found.col, j);
         Entry* o = out + __shfl_sync(full_warp, incl, j) - c;
         const CooView<V> v = coo_view<V>(op.pool, leaf);
-        for (std::uint32_t k = lane; k < c; k += 32) {
-          const LocalCoord lc = v.coords[first + k];
-          o[k] = Entry{row_key(lc.row, (bc << b) | lc.col, b), v.values[first + k]};
-        }
+        for (std::uint32_t k = lane; k < c; k += 32) o[k] = coo_entry(v, first + k, bc);
       }
       return 0b100u;
     }
@@ -195,10 +198,7 @@ struct FlatUnitSource {
       } else if (c != 0) {
         const CooView<V> v = coo_view<V>(op.pool, leaf);
 #pragma unroll 4
-        for (std::uint32_t k = 0; k < c; ++k) {
-          const LocalCoord lc = v.coords[first + k];
-          o[k] = Entry{row_key(lc.row, (bc << b) | lc.col, b), v.values[first + k]};
-        }
+        for (std::uint32_t k = 0; k < c; ++k) o[k] = coo_entry(v, first + k, bc);
       }
       offset += __shfl_sync(full_warp, incl, 31);
     });

@@ -7,6 +7,7 @@
 #include "hisparse/ops/add_plan.hpp"
 #include "hisparse/ops/convert_gpu.hpp"
 #include "hisparse/ops/stride_grid.hpp"
+#include "hisparse/ops/warp_counting_sort.cuh"
 
 namespace hisparse::ops {
 namespace add_plan_detail {
@@ -55,11 +56,9 @@ __global__ void match_slots(Listed<I> c, Listed<I> a, Listed<I> b, Slots* out, u
     orphans += s.a == no_slot && s.b == no_slot;
   }
   // Summed over the warp first: one atomic per warp and counter, not per thread.
-  for (int off = 16; off > 0; off /= 2) {
-    in_a += __shfl_xor_sync(0xffffffffu, in_a, off);
-    in_b += __shfl_xor_sync(0xffffffffu, in_b, off);
-    orphans += __shfl_xor_sync(0xffffffffu, orphans, off);
-  }
+  in_a = gpu::warp_sum(in_a);
+  in_b = gpu::warp_sum(in_b);
+  orphans = gpu::warp_sum(orphans);
   if (threadIdx.x % 32 == 0) {
     atomicAdd(found, in_a);
     atomicAdd(found + 1, in_b);

@@ -8,6 +8,7 @@
 #include "hisparse/formats/device_matrix.hpp"
 #include "hisparse/ops/context.hpp"
 #include "hisparse/ops/stride_grid.hpp"
+#include "hisparse/ops/warp_counting_sort.cuh"
 #include "spmv_tile_agent.cuh"
 
 namespace hisparse::ops::spmv_gpu {
@@ -51,12 +52,10 @@ __global__ void leaf_counts(const NodeItem* items, std::uint32_t count, std::uin
     gathered += g ? n : 0u;
     leaves += n > 0;
   }
-  for (int off = 16; off > 0; off /= 2) {
-    entries += __shfl_xor_sync(0xffffffffu, entries, off);
-    units += __shfl_xor_sync(0xffffffffu, units, off);
-    leaves += __shfl_xor_sync(0xffffffffu, leaves, off);
-    gathered += __shfl_xor_sync(0xffffffffu, gathered, off);
-  }
+  entries = gpu::warp_sum(entries);
+  units = gpu::warp_sum(units);
+  leaves = gpu::warp_sum(leaves);
+  gathered = gpu::warp_sum(gathered);
   if (threadIdx.x % 32 == 0 && leaves > 0) {
     atomicAdd(&totals->entries, entries);
     atomicAdd(&totals->units, units);

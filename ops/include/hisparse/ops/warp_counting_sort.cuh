@@ -6,6 +6,14 @@
 
 namespace hisparse::ops::gpu {
 
+// The sum of v over the 32 lanes of a converged warp, in every lane (64-bit
+// counters too, which __reduce_add_sync does not take).
+template <class T>
+__device__ inline T warp_sum(T v) {
+  for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
 // One stable counting-sort pass by a digit below d (<= 256) over `count`
 // entries, by a warp (`lane` 0..31 is the lane in the warp): emit(i, p) puts
 // entry i at position p. `base` is d words of the item's shared memory. Equal
