@@ -31,7 +31,7 @@
 
 #include <cstdint>
 
-#include "add_flat_units.cuh"
+#include "add_flat_block.cuh"
 
 namespace hisparse::ops::add_gpu {
 
@@ -126,6 +126,53 @@ __device__ void flat_block_histogram(const WideEntry<V>* u, std::uint32_t m, std
   __syncwarp();
 }
 
+// A heavy unit of flat_merge, gathered by its warp, left to the block.
+template <class V>
+struct FlatHeavy {
+  WideEntry<V>* x;  // both operands' entries, then as much room (y)
+  std::uint32_t na, nb;
+  unsigned pa, pb;  // their sorting passes
+  unsigned long long u_index;  // where the union goes in scratch (x and y there: y's index)
+  std::uint32_t warp;
+  bool in_shared;
+};
+
+// The heavy unit h of flat_merge by the whole block: sorted, merged, kept in
+// scratch, its block columns counted into its warp's histogram.
+template <class V>
+__device__ void flat_heavy_merge(const FlatArgs<V>& args, const FlatPairView& pv, const FlatHeavy<V>& h,
+                                 std::uint32_t br, unsigned char* flat_shared, std::uint32_t* unit_m,
+                                 FlatBlockShared& s) {
+  const AddState<V>& st = args.st;
+  const std::uint32_t b = st.log2d, thread = threadIdx.x, n = h.na + h.nb;
+  WideEntry<V>* x = h.x;
+  WideEntry<V>* y = x + n;
+  if (h.pa != 0u) flat_block_sort(x, y, h.na, h.pa, b, thread, s);
+  if (h.pb != 0u) flat_block_sort(x + h.na, y + h.na, h.nb, h.pb, b, thread, s);
+  const std::uint32_t m = flat_block_merge(st, x, h.na, x + h.na, h.nb, y, thread, s);
+  unsigned long long u_index = h.u_index;
+  bool failed = false;
+  if (h.in_shared) {
+    if (thread == 0) s.at = atomicAdd(st.scratch_alloc, static_cast<unsigned long long>(m));
+    __syncthreads();
+    u_index = s.at;
+    failed = u_index + m > st.scratch_capacity;
+    if (!failed)
+      for (std::uint32_t i = thread; i < m; i += flat_threads) st.scratch[u_index + i] = y[i];
+  }
+  auto* counts = reinterpret_cast<std::uint32_t*>(flat_shared + h.warp * flat_hist_bytes);
+  for (std::uint32_t c = thread; c < (1u << b); c += flat_threads) counts[c] = 0;
+  __syncthreads();
+  if (!failed)
+    for (std::uint32_t i = thread; i < m; i += flat_threads) atomicAdd(counts + key_digit(y[i].key, 1, b), 1u);
+  if (thread == 0) {
+    if (failed) atomicOr(st.flags, flag_scratch_too_small);
+    unit_m[h.warp] = failed ? 0u : m;
+    pv.units[br * flat_units(b) + h.warp] = FlatUnit{u_index, failed ? 0u : m, 0};
+  }
+  __syncthreads();
+}
+
 // A block per band (blockIdx.x), a warp per unit; dynamic shared memory:
 // the histograms and an arena of args.arena_entries. At most 64 registers:
 // two blocks per multiprocessor (a launch of many blocks; perf-log A10).
@@ -139,6 +186,9 @@ __global__ void __launch_bounds__(flat_threads, 2) flat_merge(FlatArgs<V> args) 
   __shared__ unsigned long long band_leaf_bytes;
   __shared__ bool last;
   __shared__ unsigned arena_used;
+  __shared__ FlatHeavy<V> heavy[flat_warps];
+  __shared__ unsigned heavy_count;
+  __shared__ FlatBlockShared block_shared;
   const AddState<V>& st = args.st;
   const std::uint32_t b = st.log2d, d = 1u << b, br = blockIdx.x;
   const std::uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -147,20 +197,30 @@ __global__ void __launch_bounds__(flat_threads, 2) flat_merge(FlatArgs<V> args) 
     band_blocks = 0;
     band_leaf_bytes = 0;
     arena_used = 0;
+    heavy_count = 0;
   }
   __syncthreads();
   auto* counts = reinterpret_cast<std::uint32_t*>(flat_shared + warp * flat_hist_bytes);
   auto* arena = reinterpret_cast<Entry*>(flat_shared + flat_warps * flat_hist_bytes);
   std::uint32_t m = 0;
-  if (warp < units && (*st.flags & flag_scratch_too_small) == 0u) {
-    const std::uint32_t unit = br * units + warp, r0 = warp * rows, r1 = r0 + rows;
-    const FlatUnitSource<V> sa{st.a, pv.a, pv.buckets + unit, st.scratch + pv.work->bucket_base[0],
-                               br, r0, r1, b, lane};
-    const FlatUnitSource<V> sb{st.b, pv.b, pv.buckets + d * units + unit, st.scratch + pv.work->bucket_base[1],
-                               br, r0, r1, b, lane};
-    const auto fa = sa.count(), fb = sb.count();
-    const std::uint32_t na = fa.total, nb = fb.total;
-    const std::uint32_t n = na + nb;
+  const bool active = warp < units && (*st.flags & flag_scratch_too_small) == 0u;
+  const std::uint32_t unit = br * units + warp, r0 = warp * rows, r1 = r0 + rows;
+  const FlatUnitSource<V> sa{st.a, pv.a, pv.buckets + unit, st.scratch + pv.work->bucket_base[0], br, r0, r1, b, lane};
+  const FlatUnitSource<V> sb{st.b, pv.b, pv.buckets + d * units + unit, st.scratch + pv.work->bucket_base[1],
+                             br, r0, r1, b, lane};
+  typename FlatUnitSource<V>::Found fa, fb;
+  if (active) {
+    fa = sa.count();
+    fb = sb.count();
+  }
+  const std::uint32_t na = fa.total, nb = fb.total;
+  const std::uint32_t n = na + nb;
+  if (lane == 0) unit_m[warp] = n;  // the units' sizes first, for the heavy ones' choice
+  __syncthreads();
+  std::uint32_t band_n = 0;
+  for (std::uint32_t w = 0; w < flat_warps; ++w) band_n += unit_m[w];
+  __syncthreads();
+  if (active) {
     unsigned at = 0;
     if (lane == 0 && n != 0) at = atomicAdd(&arena_used, 2 * n);
     at = __shfl_sync(full_warp, at, 0);
@@ -176,33 +236,43 @@ __global__ void __launch_bounds__(flat_threads, 2) flat_merge(FlatArgs<V> args) 
       y = x + n;
       u_index = s0 + n;
     }
+    unsigned pa = 0, pb = 0;
     if (!failed && n != 0) {
-      const unsigned pa = sa.gather(x, fa);
-      const unsigned pb = sb.gather(x + na, fb);
+      pa = sa.gather(x, fa);
+      pb = sb.gather(x + na, fb);
       __syncwarp();
-      if (pa != 0u) flat_sort(x, y, na, pa, b, lane, counts);
-      if (pb != 0u) flat_sort(x + na, y + na, nb, pb, b, lane, counts);
-      m = AddWide<V>::merge(st, x, na, x + na, nb, y, lane);
-      if (in_shared) {
-        u_index = allocate(st.scratch_alloc, m, lane);
-        failed = u_index + m > st.scratch_capacity;
-        if (!failed)
-          for (std::uint32_t i = lane; i < m; i += 32) st.scratch[u_index + i] = y[i];
+    }
+    if (!failed && flat_heavy(n, band_n, units)) {
+      // The block's, once the light units are done (flat_heavy_merge).
+      if (lane == 0) heavy[atomicAdd(&heavy_count, 1u)] = FlatHeavy<V>{x, na, nb, pa, pb, u_index, warp, in_shared};
+    } else {
+      if (!failed && n != 0) {
+        if (pa != 0u) flat_sort(x, y, na, pa, b, lane, counts);
+        if (pb != 0u) flat_sort(x + na, y + na, nb, pb, b, lane, counts);
+        m = AddWide<V>::merge(st, x, na, x + na, nb, y, lane);
+        if (in_shared) {
+          u_index = allocate(st.scratch_alloc, m, lane);
+          failed = u_index + m > st.scratch_capacity;
+          if (!failed)
+            for (std::uint32_t i = lane; i < m; i += 32) st.scratch[u_index + i] = y[i];
+        }
       }
-    }
-    if (failed) {
-      if (lane == 0) atomicOr(st.flags, flag_scratch_too_small);
-      m = 0;
-    }
-    flat_block_histogram(y, m, b, lane, counts);
-    if (lane == 0) {
-      unit_m[warp] = m;
-      pv.units[unit] = FlatUnit{u_index, m, 0};
+      if (failed) {
+        if (lane == 0) atomicOr(st.flags, flag_scratch_too_small);
+        m = 0;
+      }
+      flat_block_histogram(y, m, b, lane, counts);
+      if (lane == 0) {
+        unit_m[warp] = m;
+        pv.units[unit] = FlatUnit{u_index, m, 0};
+      }
     }
   } else if (lane == 0) {
     unit_m[warp] = 0;
   }
   __syncthreads();
+  for (std::uint32_t h = 0; h < heavy_count; ++h)
+    flat_heavy_merge(args, pv, heavy[h], br, flat_shared, unit_m, block_shared);
   // The band's leaves: a block column a thread.
   for (std::uint32_t c = threadIdx.x; c < d; c += blockDim.x) {
     std::uint32_t total = 0;
@@ -240,6 +310,8 @@ __global__ void __launch_bounds__(flat_threads) flat_write(FlatArgs<V> args) {
   __shared__ std::uint32_t leaf_total[flat_max_bands];
   __shared__ NodeRef leaf_ref[flat_max_bands];
   __shared__ std::uint32_t unit_m[flat_warps];
+  __shared__ FlatUnit unit_rec[flat_warps];
+  __shared__ FlatBlockShared block_shared;
   const AddState<V>& st = args.st;
   const std::uint32_t b = st.log2d, d = 1u << b, br = blockIdx.x;
   const std::uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -260,25 +332,44 @@ __global__ void __launch_bounds__(flat_threads) flat_write(FlatArgs<V> args) {
   if (band.m == 0) return;  // the whole block leaves together
   const FlatUnit unit = warp < units ? pv.units[br * units + warp] : FlatUnit{0, 0, 0};
   const Entry* u = st.scratch + unit.u;
-  if (lane == 0) unit_m[warp] = unit.m;
+  if (lane == 0) {
+    unit_m[warp] = unit.m;
+    unit_rec[warp] = unit;
+  }
   __syncthreads();
+  // Heavy units (flat_heavy): the whole block's, after the others (loops
+  // every thread takes alike: unit_m is shared).
+  const auto heavy = [&](std::uint32_t m) { return flat_heavy(m, band.m, units); };
+  const bool light = !heavy(unit.m);
   if (form == 1u) {
     // Row-major already: each unit's run of the node's arrays.
-    std::uint32_t at = band.m_before;
-    for (std::uint32_t w = 0; w < warp; ++w) at += unit_m[w];
     const CooLayout l = coow_layout(*reinterpret_cast<const std::uint32_t*>(node), sizeof(V));
-    auto* dc = reinterpret_cast<WideCoord*>(node + l.coord_offset) + at;
-    V* dv = reinterpret_cast<V*>(node + l.value_offset) + at;
-    for (std::uint32_t i = lane; i < unit.m; i += 32) {
-      const std::uint32_t k = u[i].key;
-      dc[i] = WideCoord{static_cast<std::uint16_t>((br << b) | (k >> (2 * b))), static_cast<std::uint16_t>(k & (d * d - 1))};
-      dv[i] = u[i].value;
+    const auto copy = [&](const Entry* from, std::uint32_t m, std::uint32_t at, std::uint32_t first, std::uint32_t step) {
+      auto* dc = reinterpret_cast<WideCoord*>(node + l.coord_offset) + at;
+      V* dv = reinterpret_cast<V*>(node + l.value_offset) + at;
+      for (std::uint32_t i = first; i < m; i += step) {
+        const std::uint32_t k = from[i].key;
+        dc[i] = WideCoord{static_cast<std::uint16_t>((br << b) | (k >> (2 * b))), static_cast<std::uint16_t>(k & (d * d - 1))};
+        dv[i] = from[i].value;
+      }
+    };
+    std::uint32_t at = band.m_before;
+    for (std::uint32_t w = 0; w < units; ++w) {
+      if (w == warp && light) copy(u, unit.m, at, lane, 32);
+      if (heavy(unit_m[w])) copy(st.scratch + unit_rec[w].u, unit_m[w], at, threadIdx.x, flat_threads);
+      at += unit_m[w];
     }
     return;
   }
   // Standard form. Each block column's entries before each unit's, then the
   // band's leaves placed in block-column order and zeroed.
-  if (warp < units) flat_block_histogram(u, unit.m, b, lane, before[warp]);
+  if (warp < units) flat_block_histogram(u, light ? unit.m : 0u, b, lane, before[warp]);
+  __syncthreads();
+  for (std::uint32_t w = 0; w < units; ++w) {
+    if (!heavy(unit_m[w])) continue;
+    const Entry* hu = st.scratch + unit_rec[w].u;
+    for (std::uint32_t i = threadIdx.x; i < unit_m[w]; i += flat_threads) atomicAdd(&before[w][key_digit(hu[i].key, 1, b)], 1u);
+  }
   __syncthreads();
   for (std::uint32_t c = threadIdx.x; c < d; c += blockDim.x) {
     std::uint32_t sum = 0;
@@ -329,37 +420,50 @@ __global__ void __launch_bounds__(flat_threads) flat_write(FlatArgs<V> args) {
   for (std::uint32_t c = threadIdx.x; c < d; c += blockDim.x)
     if (leaf_total[c] != 0 && ref_type(leaf_ref[c]) != NodeType::dense)
       *reinterpret_cast<std::uint32_t*>(st.dst + ref_offset(leaf_ref[c])) = leaf_total[c];
-  if (warp >= units) return;
   // Each entry to its leaf: its place there is the entries of its block
   // column before this unit plus those before it in this unit (a stable
   // rank by match_any per step, as counting_pass).
-  std::uint32_t* base = before[warp];
-  for (std::uint32_t start = 0; start < unit.m; start += 32) {
-    const std::uint32_t i = start + lane;
-    const bool active = i < unit.m;
-    const std::uint32_t k = active ? u[i].key : 0u;
-    const std::uint32_t c = active ? key_digit(k, 1, b) : 0xFFFFu + lane;
-    const unsigned peers = __match_any_sync(full_warp, c);
-    std::uint32_t p = 0;
-    if (active) p = base[c] + __popc(peers & lanes_below(lane));
-    __syncwarp();
-    if (active) {
-      const NodeRef ref = leaf_ref[c];
-      std::byte* leaf = st.dst + ref_offset(ref);
-      const std::uint32_t row = k >> (2 * b), col = key_digit(k, 0, b);
-      if (ref_type(ref) == NodeType::dense) {
-        const std::uint32_t cell = (row << b) | col;
-        reinterpret_cast<V*>(leaf + dense_mask_bytes(b))[cell] = u[i].value;
-        set_mask_bit(leaf, cell);
-      } else {
-        const CooLayout l = coo_layout(ref_type(ref), leaf_total[c], sizeof(V));
-        reinterpret_cast<LocalCoord*>(leaf + l.coord_offset)[p] =
-            LocalCoord{static_cast<std::uint8_t>(row), static_cast<std::uint8_t>(col)};
-        reinterpret_cast<V*>(leaf + l.value_offset)[p] = u[i].value;
-      }
-      if ((peers >> lane) == 1u) base[c] += __popc(peers);
+  const auto put = [&](const Entry& e, std::uint32_t p) {
+    const std::uint32_t k = e.key, c = key_digit(k, 1, b);
+    const NodeRef ref = leaf_ref[c];
+    std::byte* leaf = st.dst + ref_offset(ref);
+    const std::uint32_t row = k >> (2 * b), col = key_digit(k, 0, b);
+    if (ref_type(ref) == NodeType::dense) {
+      const std::uint32_t cell = (row << b) | col;
+      reinterpret_cast<V*>(leaf + dense_mask_bytes(b))[cell] = e.value;
+      set_mask_bit(leaf, cell);
+    } else {
+      const CooLayout l = coo_layout(ref_type(ref), leaf_total[c], sizeof(V));
+      reinterpret_cast<LocalCoord*>(leaf + l.coord_offset)[p] =
+          LocalCoord{static_cast<std::uint8_t>(row), static_cast<std::uint8_t>(col)};
+      reinterpret_cast<V*>(leaf + l.value_offset)[p] = e.value;
     }
-    __syncwarp();
+  };
+  if (warp < units && light) {
+    std::uint32_t* base = before[warp];
+    for (std::uint32_t start = 0; start < unit.m; start += 32) {
+      const std::uint32_t i = start + lane;
+      const bool active = i < unit.m;
+      const std::uint32_t c = active ? key_digit(u[i].key, 1, b) : 0xFFFFu + lane;
+      const unsigned peers = __match_any_sync(full_warp, c);
+      std::uint32_t p = 0;
+      if (active) p = base[c] + __popc(peers & lanes_below(lane));
+      __syncwarp();
+      if (active) {
+        put(u[i], p);
+        if ((peers >> lane) == 1u) base[c] += __popc(peers);
+      }
+      __syncwarp();
+    }
+  }
+  // A heavy unit: each warp a chunk of it, ranked after the chunks before.
+  for (std::uint32_t w = 0; w < units; ++w) {
+    if (!heavy(unit_m[w])) continue;
+    const Entry* hu = st.scratch + unit_rec[w].u;
+    const auto digit = [&](std::uint32_t i) { return key_digit(hu[i].key, 1, b); };
+    flat_chunk_counts(unit_m[w], d, threadIdx.x, block_shared, digit);
+    flat_chunk_offsets(d, threadIdx.x, block_shared, [&](std::uint32_t c) { return before[w][c]; });
+    flat_chunk_scatter(unit_m[w], threadIdx.x, block_shared, digit, [&](std::uint32_t i, std::uint32_t p) { put(hu[i], p); });
   }
 }
 

@@ -90,10 +90,13 @@ __device__ inline FlatPairView flat_pair(const FlatArgs<V>& args, std::uint32_t 
 // a deeper matrix, d blocks each) half of it, so that two blocks run on
 // each multiprocessor (its registers allow two of 512 threads): flat_merge
 // is bound by the latency of its dependent loads, and one block per
-// multiprocessor left 3/4 of the warp slots empty (perf-log A10).
+// multiprocessor left 3/4 of the warp slots empty (perf-log A10). The
+// kernel's static shared memory (~18.5 KiB: the block-wide passes of heavy
+// units, add_flat_block.cuh) comes on top: 200 + 18.5 KiB stay under the 227
+// a block may have, and two blocks of 92 + 18.5 under a multiprocessor's 228.
 inline constexpr std::uint32_t flat_hist_bytes = flat_max_bands * sizeof(std::uint32_t);
-inline constexpr std::uint32_t flat_merge_shared_bytes = 200 * 1024;       // few blocks
-inline constexpr std::uint32_t flat_merge_shared_bytes_many = 100 * 1024;  // many blocks: two per multiprocessor
+inline constexpr std::uint32_t flat_merge_shared_bytes = 200 * 1024;      // few blocks
+inline constexpr std::uint32_t flat_merge_shared_bytes_many = 92 * 1024;  // many blocks: two per multiprocessor
 template <class V>
 constexpr std::uint32_t flat_arena_entries(std::uint32_t shared_bytes) {
   return (shared_bytes - flat_warps * flat_hist_bytes) / sizeof(WideEntry<V>);

@@ -5,6 +5,7 @@
 // same entries, same values bit for bit, and it validates.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -256,6 +257,50 @@ TEST(AddGpu, WideRootBandPaths) {
     check_states(a, build(none, 128, true), c, "wide root + empty");
     check_states(a, build(one, 128, true), c, "wide root + one entry");
   }
+}
+
+// Units of more than flat_heavy_entries (512) entries are sorted, merged and
+// written by the whole block of their band (add_flat_block.cuh): heavy rows
+// alone in their band, several in one band and in one unit, beside light
+// units; in the shared arena and (full rows over many blocks, some of them
+// dense leaves) in scratch; both root forms, node sizes 32 to 256, f32 and f64.
+TEST(AddGpu, HeavyUnitsByTheBlock) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const runtime::Controller c = ops::AddOptions{}.controller;
+  bool saw_coow = false, saw_standard = false;
+  for (std::uint32_t d : {32u, 64u, 128u, 256u}) {
+    const index_t n = std::min<index_t>(index_t{d} * d, 5000);
+    std::uniform_int_distribution<index_t> any(0, n - 1);
+    std::uniform_int_distribution<index_t> length(300, 2500);
+    // Scattered entries and heavy rows: one alone, two in one unit, two
+    // more in another unit of the same band.
+    Coo<double> scattered = random_coo<double>(n, n, 4 * n, rng);
+    for (index_t r : {index_t{5}, index_t{n / 2}, index_t{n / 2 + 1}, index_t{n / 2 + d / 2}, index_t{n - 1}}) {
+      const index_t len = std::min(length(rng), n);
+      for (index_t k = 0; k < len; ++k) scattered.push(r, any(rng), 1.0 + static_cast<double>(k));
+    }
+    // Full rows over many blocks (dense leaves) and a diagonal band.
+    Coo<double> blocked{n, n, {}, {}, {}};
+    for (index_t r = 0; r < n; ++r)
+      for (index_t k = r > 2 ? r - 2 : 0; k < std::min<index_t>(n, r + 3); ++k) blocked.push(r, k, 0.5 + r - k);
+    for (index_t r = d; r < d + d / 4 && r < n; ++r)
+      for (index_t k = 0; k < std::min<index_t>(n, 1500); ++k) blocked.push(r, k, 1.0 - 0.25 * k);
+    for (const Coo<double>* coo : {&scattered, &blocked}) {
+      const Matrix<double> a = build(*coo, d, true);
+      const Matrix<double> b = build(gen::moved_pattern(*coo, 2.0, rng()), d, true);
+      ASSERT_EQ(a.content().shape.depth, 2u);
+      (ref_type(a.content().header().root) == NodeType::coow ? saw_coow : saw_standard) = true;
+      const std::string what = "d" + std::to_string(d) + (coo == &scattered ? " scattered" : " blocked");
+      check_states(a, b, c, what);
+      Coo<float> f{coo->rows, coo->cols, coo->row, coo->col, {}};
+      for (double v : coo->val) f.val.push_back(static_cast<float>(v));
+      check_pair(build(f, d, true), build(gen::moved_pattern(f, 2.0, rng()), d, true), 1.0f, -0.5f, c, what + " f32");
+    }
+  }
+  EXPECT_TRUE(saw_coow);
+  EXPECT_TRUE(saw_standard);
 }
 
 TEST(AddGpu, EveryRealMatrix) {
