@@ -215,11 +215,6 @@ __global__ void __launch_bounds__(flat_threads, 2) flat_merge(FlatArgs<V> args) 
   }
   const std::uint32_t na = fa.total, nb = fb.total;
   const std::uint32_t n = na + nb;
-  if (lane == 0) unit_m[warp] = n;  // the units' sizes first, for the heavy ones' choice
-  __syncthreads();
-  std::uint32_t band_n = 0;
-  for (std::uint32_t w = 0; w < flat_warps; ++w) band_n += unit_m[w];
-  __syncthreads();
   if (active) {
     unsigned at = 0;
     if (lane == 0 && n != 0) at = atomicAdd(&arena_used, 2 * n);
@@ -242,7 +237,7 @@ __global__ void __launch_bounds__(flat_threads, 2) flat_merge(FlatArgs<V> args) 
       pb = sb.gather(x + na, fb);
       __syncwarp();
     }
-    if (!failed && flat_heavy(n, band_n, units)) {
+    if (!failed && n > flat_heavy_entries) {
       // The block's, once the light units are done (flat_heavy_merge).
       if (lane == 0) heavy[atomicAdd(&heavy_count, 1u)] = FlatHeavy<V>{x, na, nb, pa, pb, u_index, warp, in_shared};
     } else {
@@ -337,9 +332,9 @@ __global__ void __launch_bounds__(flat_threads) flat_write(FlatArgs<V> args) {
     unit_rec[warp] = unit;
   }
   __syncthreads();
-  // Heavy units (flat_heavy): the whole block's, after the others (loops
+  // Heavy units (flat_heavy_entries): the whole block's, after the others (loops
   // every thread takes alike: unit_m is shared).
-  const auto heavy = [&](std::uint32_t m) { return flat_heavy(m, band.m, units); };
+  const auto heavy = [](std::uint32_t m) { return m > flat_heavy_entries; };
   const bool light = !heavy(unit.m);
   if (form == 1u) {
     // Row-major already: each unit's run of the node's arrays.

@@ -21,18 +21,14 @@
 
 namespace hisparse::ops::add_gpu {
 
-// A unit is the block's when it holds more than flat_heavy_entries (both
-// operands' in flat_merge, the union's in flat_write) and more than
-// flat_heavy_share times its band's mean: the block takes its heavy units one
+// A unit of more entries than this (both operands' in flat_merge, the
+// union's in flat_write) is the block's. The block takes its heavy units one
 // after the other, several us each (H100), so a band of many moderately heavy
-// units is faster a warp each (bcsstk13's 16 units of ~700 entries: 0.15 ms
-// a warp each, 0.24 ms by the block, perf-log A11).
-inline constexpr std::uint32_t flat_heavy_entries = 512;
-inline constexpr std::uint32_t flat_heavy_share = 2;
-
-__device__ inline bool flat_heavy(std::uint32_t n, std::uint32_t band_n, std::uint32_t units) {
-  return n > flat_heavy_entries && std::uint64_t{n} * units > std::uint64_t{flat_heavy_share} * band_n;
-}
+// units is faster a warp each: at 512, bcsstk13's 16 units of ~700 entries
+// took 0.24 ms by the block against 0.15 a warp each; a choice relative to
+// the band's mean cost every band two barriers, and the Laplacian's add 9%
+// (perf-log A11).
+inline constexpr std::uint32_t flat_heavy_entries = 1536;
 
 // The block-wide passes' shared memory (static: flat_merge's dynamic arena is
 // sized apart from it).

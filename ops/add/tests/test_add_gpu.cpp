@@ -259,7 +259,7 @@ TEST(AddGpu, WideRootBandPaths) {
   }
 }
 
-// Units of more than flat_heavy_entries (512) entries are sorted, merged and
+// Units of more than flat_heavy_entries (1536) entries are sorted, merged and
 // written by the whole block of their band (add_flat_block.cuh): heavy rows
 // alone in their band, several in one band and in one unit, beside light
 // units; in the shared arena and (full rows over many blocks, some of them
@@ -273,7 +273,7 @@ TEST(AddGpu, HeavyUnitsByTheBlock) {
   for (std::uint32_t d : {32u, 64u, 128u, 256u}) {
     const index_t n = std::min<index_t>(index_t{d} * d, 5000);
     std::uniform_int_distribution<index_t> any(0, n - 1);
-    std::uniform_int_distribution<index_t> length(300, 2500);
+    std::uniform_int_distribution<index_t> length(800, 2500);
     // Scattered entries and heavy rows: one alone, two in one unit, two
     // more in another unit of the same band.
     Coo<double> scattered = random_coo<double>(n, n, 4 * n, rng);
