@@ -20,7 +20,7 @@
 //
 // Files: add_flat_state.cuh (records, launch arguments), add_flat_buckets.cuh
 // (the bucket kernels), add_flat_units.cuh (a unit's entries and their sort),
-// this one (the layout and the merge and write kernels). run_flat in
+// add_flat_block.cuh (a unit too heavy for a warp, by the whole block), this one (the layout and the merge and write kernels). run_flat in
 // add_gpu.cu launches them, on the roots of a depth-2 add or on the pairs
 // AddWide handed over in a deeper one.
 //
