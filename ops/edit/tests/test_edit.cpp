@@ -336,16 +336,27 @@ TEST(Edit, OnlyTouchedNodesAreRewritten) {
   SCOPED_TRACE(seed_note(seed));
   std::mt19937_64 rng(seed);
   const Coo<float> coo = clustered_coo<float>(20000, 20000, 40, 300, 0.3, rng);
-  const Matrix<float> a = build_matrix(coo, 16);
-  ops::EditStats stats;
-  const Matrix<float> b = ops::set_entry(a, coo.row[5], coo.col[5], 42.0f);
-  (void)ops::edit(a, Coo<float>{20000, 20000, {coo.row[5]}, {coo.col[5]}, {42.0f}}, EditMode::set, &stats);
-  EXPECT_EQ(stats.updated, 1u);
-  EXPECT_EQ(stats.inserted + stats.removed, 0u);
-  // One path: a leaf and its ancestors.
-  EXPECT_EQ(stats.nodes_rewritten, a.content().shape.depth);
-  EXPECT_GT(stats.bytes_copied, a.pool_bytes() * 9 / 10);
-  EXPECT_EQ(b.pool_bytes(), a.pool_bytes());
+  // The standard format: one path of `depth` nodes, a leaf and its
+  // ancestors. With wide nodes (the default) the entry may lie in a COOW
+  // node, which stands for two levels: a path one node shorter.
+  for (const bool wide : {false, true}) {
+    SCOPED_TRACE(wide ? "wide nodes" : "standard nodes");
+    const Matrix<float> a = build_matrix(coo, BuildOptions{16, wide});
+    ops::EditStats stats;
+    const Matrix<float> b = ops::set_entry(a, coo.row[5], coo.col[5], 42.0f);
+    (void)ops::edit(a, Coo<float>{20000, 20000, {coo.row[5]}, {coo.col[5]}, {42.0f}}, EditMode::set, &stats);
+    EXPECT_EQ(stats.updated, 1u);
+    EXPECT_EQ(stats.inserted + stats.removed, 0u);
+    const std::uint32_t depth = a.content().shape.depth;
+    if (wide) {
+      EXPECT_GE(stats.nodes_rewritten, depth - 1);
+      EXPECT_LE(stats.nodes_rewritten, depth);
+    } else {
+      EXPECT_EQ(stats.nodes_rewritten, depth);
+    }
+    EXPECT_GT(stats.bytes_copied, a.pool_bytes() * 9 / 10);
+    EXPECT_EQ(b.pool_bytes(), a.pool_bytes());
+  }
 }
 
 namespace {
