@@ -20,8 +20,9 @@
 //
 // Files: add_flat_state.cuh (records, launch arguments), add_flat_buckets.cuh
 // (the bucket kernels), add_flat_units.cuh (a unit's entries and their sort),
-// add_flat_block.cuh (a unit too heavy for a warp, by the whole block), this one (the layout and the merge and write kernels). run_flat in
-// add_gpu.cu launches them, on the roots of a depth-2 add or on the pairs
+// add_flat_block.cuh (a unit too heavy for a warp, by the whole block), this
+// one (the layout and the merge and write kernels). run_flat in add_gpu.cu
+// launches them, on the roots of a depth-2 add or on the pairs
 // AddWide handed over in a deeper one.
 //
 // Keys within a band are row-major: (row in band, column in node), b bits
@@ -203,19 +204,15 @@ __global__ void __launch_bounds__(flat_threads, 2) flat_merge(FlatArgs<V> args) 
   auto* counts = reinterpret_cast<std::uint32_t*>(flat_shared + warp * flat_hist_bytes);
   auto* arena = reinterpret_cast<Entry*>(flat_shared + flat_warps * flat_hist_bytes);
   std::uint32_t m = 0;
-  const bool active = warp < units && (*st.flags & flag_scratch_too_small) == 0u;
-  const std::uint32_t unit = br * units + warp, r0 = warp * rows, r1 = r0 + rows;
-  const FlatUnitSource<V> sa{st.a, pv.a, pv.buckets + unit, st.scratch + pv.work->bucket_base[0], br, r0, r1, b, lane};
-  const FlatUnitSource<V> sb{st.b, pv.b, pv.buckets + d * units + unit, st.scratch + pv.work->bucket_base[1],
-                             br, r0, r1, b, lane};
-  typename FlatUnitSource<V>::Found fa, fb;
-  if (active) {
-    fa = sa.count();
-    fb = sb.count();
-  }
-  const std::uint32_t na = fa.total, nb = fb.total;
-  const std::uint32_t n = na + nb;
-  if (active) {
+  if (warp < units && (*st.flags & flag_scratch_too_small) == 0u) {
+    const std::uint32_t unit = br * units + warp, r0 = warp * rows, r1 = r0 + rows;
+    const FlatUnitSource<V> sa{st.a, pv.a, pv.buckets + unit, st.scratch + pv.work->bucket_base[0],
+                               br, r0, r1, b, lane};
+    const FlatUnitSource<V> sb{st.b, pv.b, pv.buckets + d * units + unit, st.scratch + pv.work->bucket_base[1],
+                               br, r0, r1, b, lane};
+    const auto fa = sa.count(), fb = sb.count();
+    const std::uint32_t na = fa.total, nb = fb.total;
+    const std::uint32_t n = na + nb;
     unsigned at = 0;
     if (lane == 0 && n != 0) at = atomicAdd(&arena_used, 2 * n);
     at = __shfl_sync(full_warp, at, 0);
@@ -435,21 +432,8 @@ __global__ void __launch_bounds__(flat_threads) flat_write(FlatArgs<V> args) {
     }
   };
   if (warp < units && light) {
-    std::uint32_t* base = before[warp];
-    for (std::uint32_t start = 0; start < unit.m; start += 32) {
-      const std::uint32_t i = start + lane;
-      const bool active = i < unit.m;
-      const std::uint32_t c = active ? key_digit(u[i].key, 1, b) : 0xFFFFu + lane;
-      const unsigned peers = __match_any_sync(full_warp, c);
-      std::uint32_t p = 0;
-      if (active) p = base[c] + __popc(peers & lanes_below(lane));
-      __syncwarp();
-      if (active) {
-        put(u[i], p);
-        if ((peers >> lane) == 1u) base[c] += __popc(peers);
-      }
-      __syncwarp();
-    }
+    gpu::rank_scatter(0, unit.m, lane, before[warp], [&](std::uint32_t i) { return key_digit(u[i].key, 1, b); },
+                      [&](std::uint32_t i, std::uint32_t p) { put(u[i], p); });
   }
   // A heavy unit: each warp a chunk of it, ranked after the chunks before.
   for (std::uint32_t w = 0; w < units; ++w) {

@@ -84,21 +84,7 @@ __device__ void flat_chunk_scatter(std::uint32_t n, std::uint32_t thread, FlatBl
   const std::uint32_t warp = thread / 32, lane = thread % 32;
   std::uint32_t first = 0, last = 0;
   flat_chunk(n, warp, first, last);
-  std::uint32_t* base = s.hist[warp];
-  for (std::uint32_t start = first; start < last; start += 32) {
-    const std::uint32_t i = start + lane;
-    const bool active = i < last;
-    const std::uint32_t digit = active ? digit_of(i) : 0xFFFFu + lane;  // inactive lanes match nobody
-    const unsigned peers = __match_any_sync(full_warp, digit);
-    std::uint32_t p = 0;
-    if (active) p = base[digit] + __popc(peers & lanes_below(lane));
-    __syncwarp();
-    if (active) {
-      emit(i, p);
-      if ((peers >> lane) == 1u) base[digit] += __popc(peers);
-    }
-    __syncwarp();
-  }
+  gpu::rank_scatter(first, last, lane, s.hist[warp], digit_of, emit);
   __syncthreads();
 }
 

@@ -14,6 +14,31 @@ __device__ inline T warp_sum(T v) {
   return v;
 }
 
+// Entries [first, last) in order, by a warp: emit(i, p) with p = base[digit]
+// plus the entry's rank among the equal digits before it in this run, and
+// base[digit] advanced past them (the scatter of a stable counting pass:
+// lanes of one step that share a digit rank with __match_any_sync).
+template <class Digit, class Emit>
+__device__ inline void rank_scatter(std::uint32_t first, std::uint32_t last, std::uint32_t lane, std::uint32_t* base,
+                                    Digit&& digit_of, Emit&& emit) {
+  for (std::uint32_t start = first; start < last; start += 32) {
+    const std::uint32_t i = start + lane;
+    const bool active = i < last;
+    const std::uint32_t digit = active ? digit_of(i) : 0xFFFFu + lane;  // inactive lanes match nobody
+    const unsigned peers = __match_any_sync(0xffffffffu, digit);
+    const unsigned earlier = peers & ((1u << lane) - 1u);
+    std::uint32_t p = 0;
+    if (active) p = base[digit] + __popc(earlier);
+    __syncwarp();
+    if (active) {
+      emit(i, p);
+      // The last lane of each digit group advances that digit's base.
+      if ((peers >> lane) == 1u) base[digit] += __popc(peers);
+    }
+    __syncwarp();
+  }
+}
+
 // One stable counting-sort pass by a digit below d (<= 256) over `count`
 // entries, by a warp (`lane` 0..31 is the lane in the warp): emit(i, p) puts
 // entry i at position p. `base` is d words of the item's shared memory. Equal
@@ -46,22 +71,7 @@ __device__ inline void counting_pass(std::uint32_t count, std::uint32_t d, std::
     }
   }
   __syncwarp();
-  for (std::uint32_t start = 0; start < count; start += 32) {
-    const std::uint32_t i = start + lane;
-    const bool active = i < count;
-    const std::uint32_t digit = active ? digit_of(i) : 0xFFFFu + lane;  // inactive lanes match nobody
-    const unsigned peers = __match_any_sync(0xffffffffu, digit);
-    const unsigned earlier = peers & ((1u << lane) - 1u);
-    std::uint32_t p = 0;
-    if (active) p = base[digit] + __popc(earlier);
-    __syncwarp();
-    if (active) {
-      emit(i, p);
-      // The last lane of each digit group advances that digit's base.
-      if ((peers >> lane) == 1u) base[digit] += __popc(peers);
-    }
-    __syncwarp();
-  }
+  rank_scatter(0, count, lane, base, digit_of, emit);
 }
 
 }  // namespace hisparse::ops::gpu
