@@ -52,8 +52,10 @@ std::vector<OpLatencyRow> measure_op_latencies(unsigned calls) {
   Coo<float> empty{1000, 1000, {}, {}, {}};
   Coo<float> one = empty;
   one.push(3, 7, 1.5f);
-  // The one-entry matrix twice: the default build (a wide node: the whole
-  // matrix one COOW node) and the standard node types (an inner node and a leaf).
+  // The one-entry matrix twice: the default build (wide nodes allowed; one
+  // entry takes an inner node and a leaf, a COOW node being no smaller, but
+  // the pool is wide: depth 2 takes the flat kernels) and the standard node
+  // types (no wide nodes: the runtime's traversal).
   Operand m[3] = {Operand(build_matrix(empty)), Operand(build_matrix(one)),
                   Operand(build_matrix(one, BuildOptions{.wide_nodes = false}))};
   ops::Context ctx;

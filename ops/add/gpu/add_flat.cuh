@@ -114,6 +114,30 @@ __device__ void flat_layout(const FlatArgs<V>& args, const FlatPairView& pv, std
   }
 }
 
+// A depth-2 add's result, by the lane that laid the node out (every other
+// block is done): into mapped host memory, and the counters this call used
+// back to their initial values (add_gpu.cu's Counters). flat_write reads only
+// the work record's layout fields, which the next call writes before it does.
+template <class V>
+__device__ void flat_finish(const FlatArgs<V>& args, const FlatPairView& pv) {
+  const AddState<V>& st = args.st;
+  volatile auto* alloc = st.alloc;
+  volatile auto* nnz = st.nnz;
+  volatile auto* flags = st.flags;
+  volatile auto* slot = pv.slot;
+  FlatResult* r = args.result;
+  r->alloc = *alloc;
+  r->nnz = *nnz;
+  r->root = *slot;
+  r->flags = *flags;
+  *alloc = sizeof(PoolHeader);
+  *nnz = 0;
+  *st.scratch_alloc = 0;
+  *flags = 0;
+  *slot = null_ref;
+  for (unsigned& t : pv.work->tickets) t = 0;
+}
+
 // ---- the kernels' bodies ------------------------------------------------------
 
 // Histogram of the block columns (digit 1) of u[0, m) into counts (d words),
@@ -207,9 +231,9 @@ __global__ void __launch_bounds__(flat_threads, 2) flat_merge(FlatArgs<V> args) 
   if (warp < units && (*st.flags & flag_scratch_too_small) == 0u) {
     const std::uint32_t unit = br * units + warp, r0 = warp * rows, r1 = r0 + rows;
     const FlatUnitSource<V> sa{st.a, pv.a, pv.buckets + unit, st.scratch + pv.work->bucket_base[0],
-                               br, r0, r1, b, lane};
+                               br, r0, r1, b, lane, (args.scanned & 1u) != 0u};
     const FlatUnitSource<V> sb{st.b, pv.b, pv.buckets + d * units + unit, st.scratch + pv.work->bucket_base[1],
-                               br, r0, r1, b, lane};
+                               br, r0, r1, b, lane, (args.scanned & 2u) != 0u};
     const auto fa = sa.count(), fb = sb.count();
     const std::uint32_t na = fa.total, nb = fb.total;
     const std::uint32_t n = na + nb;
@@ -288,8 +312,11 @@ __global__ void __launch_bounds__(flat_threads, 2) flat_merge(FlatArgs<V> args) 
   __syncthreads();
   if (!last || warp != 0) return;
   __threadfence();
-  if ((*reinterpret_cast<volatile unsigned*>(st.flags) & flag_scratch_too_small) != 0u) return;
-  flat_layout(args, pv, gridDim.x, lane);
+  if (lane == 0) pv.work->form = 0;  // flat_write writes nothing unless the layout says so
+  __syncwarp();
+  if ((*reinterpret_cast<volatile unsigned*>(st.flags) & flag_scratch_too_small) == 0u)
+    flat_layout(args, pv, gridDim.x, lane);
+  if (args.result != nullptr && lane == 0) flat_finish(args, pv);
 }
 
 // A block per band, a warp per unit: the units' entries into the node

@@ -17,6 +17,17 @@ __host__ __device__ inline bool flat_bucketed(bool transposed, NodeRef ref) {
   return ref != null_ref && transposed;
 }
 
+// A transposed root of at most this many entries is not bucketed: each
+// unit's warp walks all of it for its rows (FlatUnitSource::scan), which
+// saves a tiny add the buckets' zeroing and two launches (perf-log A12).
+// Decided on the host for the roots of a depth-2 add (FlatArgs::scanned);
+// the sub-tree pairs of deeper adds are always bucketed.
+inline constexpr std::uint64_t flat_scan_entries = 1024;
+
+inline bool flat_scanned(bool transposed, NodeRef root, std::uint64_t nnz) {
+  return transposed && root != null_ref && nnz <= flat_scan_entries;
+}
+
 // Every entry of one operand, in the result's orientation: f(row16, col16,
 // value) with 16-bit coordinates local to the node. Grid-stride: a thread
 // per entry of a COOW node, a warp per child of an inner node. Lanes call f
@@ -55,6 +66,58 @@ __device__ void flat_for_each_entry(const Operand<V>& op, NodeRef ref, std::uint
   }
 }
 
+// Every entry of one operand in the result's orientation, by one warp in
+// whole-warp steps: f(valid, row16, col16, value) on every lane of each step
+// (so that f may use the warp's ballots); the order is the pool's.
+template <class V, class F>
+__device__ void flat_warp_for_each_entry(const Operand<V>& op, NodeRef ref, std::uint32_t b, std::uint32_t lane,
+                                         F&& f) {
+  const std::byte* pool = op.pool;
+  const std::uint32_t d = 1u << b;
+  auto emit = [&](bool valid, std::uint32_t r16, std::uint32_t c16, V v) {
+    op.transposed ? f(valid, c16, r16, v) : f(valid, r16, c16, v);
+  };
+  if (ref_type(ref) == NodeType::coow) {
+    const CoowView<V> w = coow_view<V>(pool, ref);
+    for (std::uint32_t base = 0; base < w.count; base += 32) {
+      const std::uint32_t i = base + lane;
+      const bool valid = i < w.count;
+      emit(valid, valid ? w.coords[i].row : 0u, valid ? w.coords[i].col : 0u, valid ? w.values[i] : V(0));
+    }
+    return;
+  }
+  const bool dense = ref_type(ref) == NodeType::dense;
+  const NodeRef* cells = dense ? dense_values<NodeRef>(pool, ref, b, false) : nullptr;
+  const CooView<NodeRef> v = dense ? CooView<NodeRef>{} : coo_view<NodeRef>(pool, ref);
+  const std::uint32_t children = dense ? d * d : v.count;
+  for (std::uint32_t base = 0; base < children; base += 32) {
+    const std::uint32_t ci = base + lane;
+    const NodeRef mine = ci < children ? (dense ? cells[ci] : v.values[ci]) : null_ref;
+    for (unsigned present = __ballot_sync(full_warp, mine != null_ref); present != 0u; present &= present - 1u) {
+      const std::uint32_t j = static_cast<std::uint32_t>(__ffs(present) - 1), cj = base + j;
+      const NodeRef leaf = __shfl_sync(full_warp, mine, j);
+      const std::uint32_t r0 = (dense ? cj >> b : v.coords[cj].row) << b;
+      const std::uint32_t c0 = (dense ? cj & (d - 1) : v.coords[cj].col) << b;
+      if (ref_type(leaf) == NodeType::dense) {
+        const std::uint8_t* mask = dense_mask(pool, leaf);
+        const V* vals = dense_values<V>(pool, leaf, b, true);
+        for (std::uint32_t cell0 = 0; cell0 < d * d; cell0 += 32) {
+          const std::uint32_t cell = cell0 + lane;
+          const bool valid = cell < d * d && mask_bit(mask, cell);
+          emit(valid, r0 | (cell >> b), c0 | (cell & (d - 1)), valid ? vals[cell] : V(0));
+        }
+      } else {
+        const CooView<V> e = coo_view<V>(pool, leaf);
+        for (std::uint32_t i0 = 0; i0 < e.count; i0 += 32) {
+          const std::uint32_t i = i0 + lane;
+          const bool valid = i < e.count;
+          emit(valid, valid ? r0 | e.coords[i].row : 0u, valid ? c0 | e.coords[i].col : 0u, valid ? e.values[i] : V(0));
+        }
+      }
+    }
+  }
+}
+
 // Adds n to buckets[k] once for the lanes that share k; returns this lane's
 // place among them (after the bucket's old value).
 __device__ inline std::uint32_t flat_bucket_add(unsigned* counter, std::uint32_t k) {
@@ -78,8 +141,10 @@ struct FlatSide {
       : pv(flat_pair(args, blockIdx.y >> 1)),
         side(blockIdx.y & 1u),
         op(side == 0 ? args.st.a : args.st.b),
-        ref(side == 0 ? pv.a : pv.b) {}
-  __device__ bool bucketed() const { return flat_bucketed(op.transposed, ref); }
+        ref(side == 0 ? pv.a : pv.b),
+        scanned(((args.scanned >> side) & 1u) != 0u) {}
+  bool scanned;
+  __device__ bool bucketed() const { return flat_bucketed(op.transposed, ref) && !scanned; }
 };
 
 // Counts each unit's entries; the last block turns the counts into starts and

@@ -51,6 +51,17 @@ struct FlatWork {
   unsigned long long bucket_base[2];  // scratch index of each side's buckets
 };
 
+// What the host reads back after a depth-2 add: written by flat_merge's last
+// block into mapped host memory, where the host finds it once the stream is
+// synchronised (no copy back); that block then restores the device counters
+// to their initial values for the context's next call (no copy in).
+struct FlatResult {
+  unsigned long long alloc;  // the result pool's bytes
+  unsigned long long nnz;
+  NodeRef root;
+  unsigned flags;
+};
+
 template <class V>
 struct FlatArgs {
   AddState<V> st;
@@ -62,6 +73,8 @@ struct FlatArgs {
   FlatBucket* buckets;    // 2 x d x flat_units per pair (side a, then side b)
   PoolHeader header;      // the result's, written with its root when `pairs` is null
   std::uint32_t arena_entries;  // flat_merge's shared arena (flat_arena_entries)
+  FlatResult* result;           // mapped host memory when `pairs` is null, else null
+  unsigned scanned;             // bit s: side s (0 A, 1 B) is scanned, not bucketed (flat_scanned)
 };
 
 // One pair's operands, slot and work memory.

@@ -20,6 +20,7 @@ struct FlatUnitSource {
   const FlatBucket* bucket;      // this side's bucket of the unit
   const WideEntry<V>* bucketed;  // this side's bucketed entries
   std::uint32_t br, r0, r1, b, lane;
+  bool scanned;  // a small transposed root, walked whole (scan)
 
   // First index of a sorted run whose row is >= target (coordinates by value).
   template <class Row>
@@ -143,9 +144,28 @@ struct FlatUnitSource {
     bool one_step = false;
   };
 
+  // A small transposed root (FlatArgs::scanned): the warp walks all of it
+  // for the entries in its rows; writes them to out unless null (in the
+  // pool's order: every digit still to sort); returns how many.
+  __device__ std::uint32_t scan(WideEntry<V>* out) const {
+    const std::uint32_t first_row = br << b, lo = first_row + r0, hi = first_row + r1;
+    std::uint32_t n = 0;
+    flat_warp_for_each_entry(op, ref, b, lane, [&](bool valid, std::uint32_t r16, std::uint32_t c16, V v) {
+      const bool in = valid && r16 >= lo && r16 < hi;
+      const unsigned hits = __ballot_sync(full_warp, in);
+      if (in && out != nullptr) out[n + __popc(hits & lanes_below(lane))] = WideEntry<V>{row_key(r16 - first_row, c16, b), v};
+      n += __popc(hits);
+    });
+    return n;
+  }
+
   __device__ Found count() const {
     Found f;
     if (ref == null_ref) return f;
+    if (scanned) {
+      f.total = scan(nullptr);
+      return f;
+    }
     if (flat_bucketed(op.transposed, ref)) {
       f.total = bucket->count;
       return f;
@@ -175,6 +195,10 @@ struct FlatUnitSource {
   __device__ unsigned gather(WideEntry<V>* out, const Found& found) const {
     using Entry = WideEntry<V>;
     if (ref == null_ref) return 0u;
+    if (scanned) {
+      scan(out);
+      return 0b111u;
+    }
     if (flat_bucketed(op.transposed, ref)) {
       const Entry* in = bucketed + bucket->start;
       for (std::uint32_t i = lane; i < bucket->count; i += 32) out[i] = in[i];

@@ -1,5 +1,6 @@
 // Dispatch layer of GPU sparse add.
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <string>
@@ -48,8 +49,31 @@ struct AddCache : Context::CacheEntry {
   // waits for the driver to stage it (the call has synchronised before it
   // returns, so the previous call's copy is over).
   runtime::PinnedBuffer init{sizeof(Counters)};
+  runtime::PinnedBuffer result{sizeof(FlatResult)};  // mapped: flat_merge writes it (flat_finish)
   DeviceBytes flat;  // FlatWork, the bands and the buckets of run_flat
   int multiprocessors = 0;
+  // The device counters hold their initial values: a depth-2 add's last
+  // flat_merge block restores them (flat_finish), so the next call need not
+  // copy them in. False while a call is under way and after any other path.
+  bool counters_reset = false;
+};
+
+// One operand of an add: a matrix's pool and state, or none (pool null: the
+// one-operand form, whose values are alpha·a with no zero added).
+template <class V>
+struct AddInput {
+  const std::byte* pool = nullptr;
+  NodeRef root = null_ref;
+  bool transposed = false;
+  V k = V(0);  // alpha·scale
+  std::uint64_t nnz = 0, pool_bytes = 0;
+  std::uint32_t log2d = 0;
+  bool wide = false;
+
+  static AddInput of(const DeviceMatrix<V>& m, V alpha) {
+    return {m.pool(), m.root(), m.transposed(), alpha * m.scale(), m.nnz(), m.pool_bytes(), m.shape().log2_node_size,
+            m.wide_nodes()};
+  }
 };
 
 // A sixteenth of the never-overflowing queue bound first (the SpMV's rule,
@@ -79,15 +103,22 @@ void run(CachedRuntime<Setup, AddState<V>>& cached, Context& ctx, const runtime:
 // The flat kernels (add_flat.cuh) on sub-tree pairs too large for one warp:
 // `count` pairs from the device array `pairs` (the runtime's AddWide handed
 // them over), or, with `pairs` null, the matrices' roots (depth 2: the whole
-// add is one pair), whose FlatWork is `root_work` (zeroed by the caller).
+// add is one pair), whose FlatWork is `root_work` (zeroed by the caller or
+// by the previous call's flat_finish), whose result flat_merge writes to
+// `result` (mapped memory), and whose operands hold `root_nnz` entries (a
+// small transposed root is scanned, not bucketed: flat_scanned).
 template <class V>
 void run_flat(Context& ctx, AddCache<V>& cache, const AddState<V>& st, const FlatPair* pairs, FlatPair root,
               std::uint32_t count, FlatWork* root_work, std::uint64_t bucket_entries, std::uint32_t bands,
-              const PoolHeader& header) {
+              const PoolHeader& header, FlatResult* result = nullptr, std::array<std::uint64_t, 2> root_nnz = {}) {
   const cudaStream_t stream = ctx.stream();
   const std::uint32_t d = 1u << st.log2d, units = d * flat_units(st.log2d);
+  const unsigned scanned = pairs != nullptr ? 0u
+                                            : (flat_scanned(st.a.transposed, root.a, root_nnz[0]) ? 1u : 0u) |
+                                                  (flat_scanned(st.b.transposed, root.b, root_nnz[1]) ? 2u : 0u);
   const bool bucket = pairs != nullptr ? st.a.transposed || st.b.transposed
-                                       : flat_bucketed(st.a.transposed, root.a) || flat_bucketed(st.b.transposed, root.b);
+                                       : (flat_bucketed(st.a.transposed, root.a) && (scanned & 1u) == 0u) ||
+                                             (flat_bucketed(st.b.transposed, root.b) && (scanned & 2u) == 0u);
   // Per pair: its work block and buckets (which must start zeroed), its
   // bands, its units.
   const std::size_t works = pairs != nullptr ? count * sizeof(FlatWork) : 0;
@@ -109,7 +140,7 @@ void run_flat(Context& ctx, AddCache<V>& cache, const AddState<V>& st, const Fla
                                          ? flat_merge_shared_bytes_many
                                          : flat_merge_shared_bytes;
   const FlatArgs<V> args{st, pairs, root, work, band_records, unit_records, buckets, header,
-                         flat_arena_entries<V>(shared_bytes)};
+                         flat_arena_entries<V>(shared_bytes), result, scanned};
   if (bucket) {
     // A thread per entry of a COOW node, a warp per leaf of an inner node.
     const dim3 spread(static_cast<unsigned>(std::clamp<std::uint64_t>(bucket_entries / 1024 / count, 8, 264)),
@@ -142,17 +173,15 @@ inline constexpr std::uint32_t flat_pair_batch = 256;
 
 }  // namespace
 
+// C = op(A)·ka + op(B)·kb in a shape of rows x cols (b.pool null: C = op(A)·ka).
 template <class V>
-DeviceMatrix<V> add(Context& ctx, const DeviceMatrix<V>& a, const DeviceMatrix<V>& b, V alpha, V beta,
-                    AddOptions options) {
-  ctx.check_device("add");
-  check_add_operands(a.rows(), a.cols(), 1u << a.shape().log2_node_size, b.rows(), b.cols(),
-                     1u << b.shape().log2_node_size);
+DeviceMatrix<V> add_inputs(Context& ctx, std::uint32_t rows, std::uint32_t cols, const AddInput<V>& a,
+                           const AddInput<V>& b, AddOptions options) {
   const cudaStream_t stream = ctx.stream();
-  const std::uint32_t log2d = a.shape().log2_node_size;
-  const Shape shape = Shape::make(a.rows(), a.cols(), 1u << log2d);
-  const bool wide = a.wide_nodes() || b.wide_nodes();
-  const NodeRef ra = a.root(), rb = b.root();
+  const std::uint32_t log2d = a.log2d;
+  const Shape shape = Shape::make(rows, cols, 1u << log2d);
+  const bool wide = a.wide || b.wide;
+  const NodeRef ra = a.root, rb = b.root;
   const auto header_of = [&](NodeRef root) {
     return PoolHeader{pool_magic, root, static_cast<std::uint8_t>(log2d), static_cast<std::uint8_t>(shape.depth), sizeof(V),
                       static_cast<std::uint8_t>(wide ? pool_flag_wide : 0), 0};
@@ -174,11 +203,11 @@ DeviceMatrix<V> add(Context& ctx, const DeviceMatrix<V>& a, const DeviceMatrix<V
   // AddWide sorts in 2 entries per operand entry; run_flat may also bucket
   // a transposed operand and keep each band's union.
   const bool flat = wide && shape.depth == 2;
-  const std::uint64_t scratch_entries = wide ? 3 * (a.nnz() + b.nnz()) : 0;
+  const std::uint64_t scratch_entries = wide ? 3 * (a.nnz + b.nnz) : 0;
   DeviceBytes scratch = ctx.allocate(scratch_entries * sizeof(WideEntry<V>));
   // Deeper wide matrices: the list of sub-tree pairs too large for a warp.
   const auto big_capacity =
-      static_cast<std::uint32_t>(wide && !flat ? (a.nnz() + b.nnz()) / flat_pair_entries + 1 : 0);
+      static_cast<std::uint32_t>(wide && !flat ? (a.nnz + b.nnz) / flat_pair_entries + 1 : 0);
   DeviceBytes big_pairs = ctx.allocate(std::uint64_t{big_capacity} * sizeof(FlatPair));
   auto* ct = cache.counters.template as<Counters>();
   auto* done = cache.done.template as<Counters>();
@@ -194,18 +223,22 @@ DeviceMatrix<V> add(Context& ctx, const DeviceMatrix<V>& a, const DeviceMatrix<V
                                   ? max_pool_bytes
                                   : std::clamp<std::uint64_t>(options.max_pool_bytes, sizeof(PoolHeader), max_pool_bytes);
   const auto capped = [limit](std::uint64_t bytes) { return std::min<std::uint64_t>(bytes, limit); };
-  std::uint64_t capacity = a.pool_bytes() + b.pool_bytes();
+  std::uint64_t capacity = a.pool_bytes + b.pool_bytes;
   if (wide) capacity = round_up(capacity + capacity / 2, node_alignment);
   if (options.initial_pool_bytes != 0) capacity = round_up(std::max<std::uint64_t>(options.initial_pool_bytes, sizeof(PoolHeader)), node_alignment);
   capacity = capped(capacity);
   std::uint64_t share = options.queue_capacity == 0 ? add_queue_share : 1;
   for (;;) {
     DeviceBytes pool = ctx.allocate(capacity);
-    auto* init = cache.init.template as<Counters>();
-    *init = Counters{sizeof(PoolHeader), 0, 0, null_ref, 0, 0, 0, FlatWork{}};
-    cuda_check(cudaMemcpyAsync(ct, init, sizeof(Counters), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync(counters)");
-    const AddState<V> st{{a.pool(), a.transposed(), alpha * a.scale()},
-                         {b.pool(), b.transposed(), beta * b.scale()},
+    if (!flat || !cache.counters_reset) {
+      auto* init = cache.init.template as<Counters>();
+      *init = Counters{sizeof(PoolHeader), 0, 0, null_ref, 0, 0, 0, FlatWork{}};
+      cuda_check(cudaMemcpyAsync(ct, init, sizeof(Counters), cudaMemcpyHostToDevice, stream),
+                 "cudaMemcpyAsync(counters)");
+    }
+    cache.counters_reset = false;  // until this call is over
+    const AddState<V> st{{a.pool, a.transposed, a.k},
+                         {b.pool, b.transposed, b.k},
                          pool.as<std::byte>(), &ct->alloc, capacity, &ct->flags, &ct->nnz, scratch.as<WideEntry<V>>(),
                          &ct->scratch_alloc, scratch_entries, log2d, shape.depth, wide,
                          big_capacity != 0 ? big_pairs.as<FlatPair>() : nullptr, &ct->big_count, big_capacity};
@@ -214,17 +247,17 @@ DeviceMatrix<V> add(Context& ctx, const DeviceMatrix<V>& a, const DeviceMatrix<V
     // Items in flight never outnumber the operands' nodes (16 bytes at least
     // each); the wide-sub-tree queue stays small in a pool without them.
     const auto slots = static_cast<std::uint32_t>(std::min<std::uint64_t>(
-        std::max<std::uint64_t>(1024, (a.pool_bytes() + b.pool_bytes()) / 16 / share), 1u << 30));
+        std::max<std::uint64_t>(1024, (a.pool_bytes + b.pool_bytes) / 16 / share), 1u << 30));
     cfg.capacities = {slots, wide ? slots : 1024u};
     if (options.queue_capacity != 0) cfg.capacities = {options.queue_capacity, options.queue_capacity};
     const AddItem root{ra, rb, 0, 0, &ct->root};
     const auto t_setup = timed ? clock::now() : clock::time_point{};
     try {
-      const std::uint64_t work = a.pool_bytes() + b.pool_bytes();
+      const std::uint64_t work = a.pool_bytes + b.pool_bytes;
       if (flat)
-        run_flat(ctx, cache, st, nullptr, FlatPair{ra, rb, &ct->root}, 1, &ct->flat, a.nnz() + b.nnz(),
+        run_flat(ctx, cache, st, nullptr, FlatPair{ra, rb, &ct->root}, 1, &ct->flat, a.nnz + b.nnz,
                  static_cast<std::uint32_t>((std::uint64_t{shape.rows} + (1u << log2d) - 1) >> log2d),
-                 header_of(null_ref));
+                 header_of(null_ref), cache.result.template as<FlatResult>(), {a.nnz, b.nnz});
       else if (log2d <= 7) run<AddSetup<V, 7>>(cache.rt7, ctx, cfg, st, root, work);
       else run<AddSetup<V, 8>>(cache.rt8, ctx, cfg, st, root, work);
     } catch (const runtime::QueueOverflow&) {
@@ -233,14 +266,23 @@ DeviceMatrix<V> add(Context& ctx, const DeviceMatrix<V>& a, const DeviceMatrix<V
       continue;
     }
     const auto t_run = timed ? clock::now() : clock::time_point{};
-    cuda_check(cudaMemcpyAsync(done, ct, sizeof(Counters), cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync(counters)");
-    cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(add)");
+    if (flat) {
+      // flat_merge wrote the result to mapped memory and reset the counters.
+      cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(add)");
+      const FlatResult& r = *cache.result.template as<FlatResult>();
+      *done = Counters{r.alloc, r.nnz, 0, r.root, r.flags, 0, 0, FlatWork{}};
+      cache.counters_reset = true;
+    } else {
+      cuda_check(cudaMemcpyAsync(done, ct, sizeof(Counters), cudaMemcpyDeviceToHost, stream),
+                 "cudaMemcpyAsync(counters)");
+      cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(add)");
+    }
     if (done->big_count != 0 && (done->flags & (flag_pool_too_small | flag_scratch_too_small)) == 0) {
       // The large sub-tree pairs, by the flat kernels, a batch at a time.
       const std::uint32_t n = std::min(done->big_count, big_capacity);
       for (std::uint32_t first = 0; first < n; first += flat_pair_batch)
         run_flat(ctx, cache, st, big_pairs.as<FlatPair>() + first, FlatPair{}, std::min(flat_pair_batch, n - first),
-                 nullptr, a.nnz() + b.nnz(), 1u << log2d, header_of(null_ref));
+                 nullptr, a.nnz + b.nnz, 1u << log2d, header_of(null_ref));
       cuda_check(cudaMemcpyAsync(done, ct, sizeof(Counters), cudaMemcpyDeviceToHost, stream),
                  "cudaMemcpyAsync(counters)");
       cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(add)");
@@ -283,6 +325,23 @@ DeviceMatrix<V> add(Context& ctx, const DeviceMatrix<V>& a, const DeviceMatrix<V
 }
 
 template <class V>
+DeviceMatrix<V> add(Context& ctx, const DeviceMatrix<V>& a, const DeviceMatrix<V>& b, V alpha, V beta,
+                    AddOptions options) {
+  ctx.check_device("add");
+  check_add_operands(a.rows(), a.cols(), 1u << a.shape().log2_node_size, b.rows(), b.cols(),
+                     1u << b.shape().log2_node_size);
+  return add_inputs(ctx, a.rows(), a.cols(), AddInput<V>::of(a, alpha), AddInput<V>::of(b, beta), options);
+}
+
+template <class V>
+DeviceMatrix<V> add(Context& ctx, const DeviceMatrix<V>& a, V alpha, AddOptions options) {
+  ctx.check_device("add");
+  AddInput<V> none;
+  none.log2d = a.shape().log2_node_size;
+  return add_inputs(ctx, a.rows(), a.cols(), AddInput<V>::of(a, alpha), none, options);
+}
+
+template <class V>
 DeviceMatrix<V> add(const DeviceMatrix<V>& a, const DeviceMatrix<V>& b, V alpha, V beta, AddOptions options,
                     cudaStream_t stream) {
   Context ctx(stream, runtime::synchronous_allocator());
@@ -299,5 +358,7 @@ template DeviceMatrix<double> add(Context&, const DeviceMatrix<double>&, const D
                                   AddOptions);
 template DeviceMatrix<double> add(const DeviceMatrix<double>&, const DeviceMatrix<double>&, double, double, AddOptions,
                                   cudaStream_t);
+template DeviceMatrix<float> add(Context&, const DeviceMatrix<float>&, float, AddOptions);
+template DeviceMatrix<double> add(Context&, const DeviceMatrix<double>&, double, AddOptions);
 
 }  // namespace hisparse::ops

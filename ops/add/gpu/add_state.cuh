@@ -22,7 +22,7 @@ static_assert(sizeof(AddItem) == 24);
 // One operand: its pool and state.
 template <class V>
 struct Operand {
-  const std::byte* pool;
+  const std::byte* pool;  // null in the one-operand add's B (its root is null too)
   bool transposed;
   V k;  // alpha·scale(A) or beta·scale(B)
 };

@@ -342,6 +342,71 @@ TEST(AddGpu, SignedZerosAsTheHost) {
   }
 }
 
+// The one-operand form (materialize's path for depth-2 wide matrices): C =
+// alpha·op(A) equals the host's materialization of A scaled by alpha, bit for
+// bit (alpha·a + 0 on both sides: -0 becomes +0). On one context, between two-operand
+// adds of both kinds: a depth-2 add leaves the device counters reset for the
+// next call (flat_finish), a deeper one does not, and each call must find
+// them right.
+TEST(AddGpu, OneOperandOnAContext) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  ops::Context ctx;
+  const auto one = [&](const Matrix<double>& src, double alpha, const std::string& what) {
+    DeviceMatrix<double> d(src);
+    expect_equal(ops::add(ctx, d, alpha).download(), ops::materialize_reference(src.scaled(alpha)), what);
+  };
+  const auto two = [&](const Matrix<double>& a, const Matrix<double>& b, const std::string& what) {
+    DeviceMatrix<double> da(a), db(b);
+    expect_equal(ops::add(ctx, da, db, 1.0, -2.0).download(), ops::add_reference(a, b, 1.0, -2.0), what);
+  };
+  Coo<double> coo = random_coo<double>(5000, 4000, 4000, rng);  // scattered: a COOW root at d = 128
+  for (index_t i = 0; i < 40; ++i) coo.push(i * 97 % 5000, i * 31 % 4000, i % 2 ? 0.0 : -0.0);  // signed zeros
+  Coo<double> banded{3000, 3000, {}, {}, {}};
+  for (index_t r = 0; r < 3000; ++r)
+    for (index_t k = r > 3 ? r - 3 : 0; k < std::min<index_t>(3000, r + 4); ++k) banded.push(r, k, r == k ? 0.0 : 1.0 + r - k);
+  const Matrix<double> coow = build(coo, 128, true), standard_root = build(banded, 128, true);
+  const Matrix<double> deep = build(coo, 16, true), plain = build(coo, 16, false);
+  ASSERT_EQ(coow.content().shape.depth, 2u);
+  ASSERT_EQ(ref_type(coow.content().header().root), NodeType::coow);
+  ASSERT_EQ(standard_root.content().shape.depth, 2u);
+  ASSERT_NE(ref_type(standard_root.content().header().root), NodeType::coow);
+  ASSERT_GT(deep.content().shape.depth, 2u);
+  for (int round = 0; round < 2; ++round) {
+    for (const auto* m : {&coow, &standard_root, &deep, &plain}) {
+      const std::string what = "round " + std::to_string(round) + (m == &coow ? " COOW root" : m == &standard_root ? " standard root" : m == &deep ? " deeper wide" : " standard nodes");
+      one(*m, 1.0, what + " alpha 1");
+      one(flagged_transpose_of(*m).scaled(-2.0), 1.0, what + " -2At");
+      one(m->scaled(0.5), -3.0, what + " -3(.5A)");
+      two(*m, flagged_transpose_of(*m).scaled(0.25), what + " two operands");
+    }
+    one(build(Coo<double>{700, 900, {}, {}, {}}, 128, true), 2.0, "empty");
+    // Transposed roots small enough to be scanned (flat_scan_entries)
+    // rather than bucketed, of every form, alone and beside a bucketed operand.
+    const Matrix<double> small = build(random_coo<double>(900, 700, 300, rng), 128, true);
+    ASSERT_EQ(ref_type(small.content().header().root), NodeType::coow);
+    one(flagged_transpose_of(small), -1.0, "small -At, scanned");
+    Coo<double> single{1000, 1000, {}, {}, {}};
+    single.push(3, 7, 1.5);
+    const Matrix<double> one_entry = build(single, 128, true);  // an inner node and a leaf
+    ASSERT_NE(ref_type(one_entry.content().header().root), NodeType::coow);
+    one(flagged_transpose_of(one_entry).scaled(2.0), 1.0, "one entry, 2At, scanned");
+    Coo<double> full{16, 16, {}, {}, {}};
+    for (index_t r = 0; r < 16; ++r)
+      for (index_t k = 0; k < 16; ++k) full.push(r, k, 1.0 + r - 0.25 * k);
+    const Matrix<double> dense = build(full, 4, true);  // a dense inner node of dense leaves
+    ASSERT_EQ(ref_type(dense.content().header().root), NodeType::dense);
+    one(flagged_transpose_of(dense), -0.5, "dense d4, -.5At, scanned");
+    const Matrix<double> larger = build(random_coo<double>(900, 700, 1500, rng), 128, true);
+    two(flagged_transpose_of(small), flagged_transpose_of(larger), "small At scanned + larger Bt bucketed");
+    two(flagged_transpose_of(small), small, "small At scanned + A");
+  }
+  // The materialized matrix of the real suite's depth-2 matrices.
+  const auto real = read_matrix_market<double>(matrices_dir() / "fidapex6.mtx");
+  one(flagged_transpose_of(build_matrix(real)).scaled(-1.5), 1.0, "fidapex6 -1.5At");
+}
+
 TEST(AddGpu, BadOperandsAreRefused) {
   std::mt19937_64 rng(1);
   DeviceMatrix<double> a(build(random_coo<double>(30, 20, 50, rng), 16));

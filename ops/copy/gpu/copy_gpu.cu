@@ -2,6 +2,7 @@
 #include <string>
 
 #include "copy_procedures.cuh"
+#include "hisparse/ops/add_gpu.hpp"
 #include "hisparse/ops/copy_gpu.hpp"
 #include "hisparse/ops/cached_runtime.cuh"
 #include "hisparse/runtime/runtime.cuh"
@@ -110,6 +111,11 @@ DeviceMatrix<V> copy(Context& ctx, const DeviceMatrix<V>& a, CopyOptions options
 template <class V>
 DeviceMatrix<V> materialize(Context& ctx, const DeviceMatrix<V>& a, CopyOptions options) {
   ctx.check_device("materialize");
+  // A depth-2 matrix with wide nodes is one sub-tree: a single runtime item,
+  // one warp sorting the whole matrix. The one-operand add takes it to the
+  // flat kernels instead (a block per block row), and its result comes back
+  // without a copy (perf-log A12).
+  if (a.wide_nodes() && a.shape().depth == 2) return add(ctx, a, V(1));
   return rebuild(ctx, a, a.transposed(), a.scale() != V(1), options, false);
 }
 

@@ -52,6 +52,14 @@ template <class V>
 DeviceMatrix<V> add(Context& ctx, const DeviceMatrix<V>& a, const DeviceMatrix<V>& b, V alpha = V(1),
                     V beta = V(1), AddOptions options = {});
 
+// The one-operand form: C = alpha·op(A) written out with plain state (A's
+// transposition and scale applied): the add of A and an empty matrix, each
+// value alpha·scale·a + 0 (so -0 becomes +0, as in materialize_reference).
+// materialize's path for a depth-2 matrix with wide nodes, whose flat
+// kernels sort it a block row a block. The same synchronisation as the add.
+template <class V>
+DeviceMatrix<V> add(Context& ctx, const DeviceMatrix<V>& a, V alpha, AddOptions options = {});
+
 // The same on a call-local context (cudaMalloc'd memory, nothing cached),
 // synchronised before it returns.
 template <class V>

@@ -12,6 +12,11 @@
 //                         node transposed in place of the flag (sparse nodes
 //                         re-sorted by a stable per-node counting sort), leaf
 //                         values scaled; the result's state is (false, 1).
+//                         A depth-2 matrix with wide nodes (one sub-tree:
+//                         the runtime would give it to one warp) goes through
+//                         the one-operand add (add_gpu.hpp) instead, whose
+//                         flat kernels take a block row a thread block; the
+//                         options' controller and queues do not apply there.
 #include <cuda_runtime.h>
 
 #include "hisparse/formats/device_matrix.hpp"
