@@ -33,7 +33,7 @@ struct Counters {
   NodeRef root;
   unsigned flags;
   unsigned big_count;  // sub-tree pairs AddWide handed over (may pass the list's capacity)
-  unsigned unused;
+  unsigned tally_count;  // level depth-2 sub-trees merged by AddNode (may pass the tallies' capacity)
   FlatWork flat;  // run_flat's for the roots, zeroed with the rest
 };
 
@@ -171,6 +171,21 @@ void run_flat(Context& ctx, AddCache<V>& cache, const AddState<V>& st, const Fla
 // Pairs handed to the flat kernels at once (their work memory: ~100 KiB each).
 inline constexpr std::uint32_t flat_pair_batch = 256;
 
+// Sub-trees of a wide pool tallied at most (16 bytes each); the pairs beyond
+// go to AddWide.
+inline constexpr std::uint64_t max_tallies = std::uint64_t{1} << 20;
+
+// After a run: a level depth-2 sub-tree merged node by node (SubtreeTally)
+// whose COOW form would be no larger than its standard one is not in the
+// canonical form; the add is then run again without tallies.
+template <class V>
+__global__ void check_standard_subtrees(const SubtreeTally* tallies, const unsigned* count, std::uint32_t capacity,
+                                        unsigned* flags) {
+  const std::uint32_t n = min(*count, capacity);
+  for (std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    if (coow_layout64(tallies[i].m, sizeof(V)).bytes <= tallies[i].bytes) atomicOr(flags, flag_not_canonical);
+}
+
 }  // namespace
 
 // C = op(A)·ka + op(B)·kb in a shape of rows x cols (b.pool null: C = op(A)·ka).
@@ -209,6 +224,12 @@ DeviceMatrix<V> add_inputs(Context& ctx, std::uint32_t rows, std::uint32_t cols,
   const auto big_capacity =
       static_cast<std::uint32_t>(wide && !flat ? (a.nnz + b.nnz) / flat_pair_entries + 1 : 0);
   DeviceBytes big_pairs = ctx.allocate(std::uint64_t{big_capacity} * sizeof(FlatPair));
+  // Deeper wide matrices: tallies of the sub-trees AddNode merges (until a
+  // run finds one that should have been a COOW node).
+  bool tallied = wide && !flat;
+  const auto tally_capacity =
+      static_cast<std::uint32_t>(tallied ? std::min<std::uint64_t>(a.nnz + b.nnz, max_tallies) : 0);
+  DeviceBytes tallies = ctx.allocate(std::uint64_t{tally_capacity} * sizeof(SubtreeTally));
   auto* ct = cache.counters.template as<Counters>();
   auto* done = cache.done.template as<Counters>();
 
@@ -232,7 +253,7 @@ DeviceMatrix<V> add_inputs(Context& ctx, std::uint32_t rows, std::uint32_t cols,
     DeviceBytes pool = ctx.allocate(capacity);
     if (!flat || !cache.counters_reset) {
       auto* init = cache.init.template as<Counters>();
-      *init = Counters{sizeof(PoolHeader), 0, 0, null_ref, 0, 0, 0, FlatWork{}};
+      *init = Counters{sizeof(PoolHeader), 0, 0, null_ref, 0, 0, 0, FlatWork{}};  // tally_count 0
       cuda_check(cudaMemcpyAsync(ct, init, sizeof(Counters), cudaMemcpyHostToDevice, stream),
                  "cudaMemcpyAsync(counters)");
     }
@@ -241,7 +262,8 @@ DeviceMatrix<V> add_inputs(Context& ctx, std::uint32_t rows, std::uint32_t cols,
                          {b.pool, b.transposed, b.k},
                          pool.as<std::byte>(), &ct->alloc, capacity, &ct->flags, &ct->nnz, scratch.as<WideEntry<V>>(),
                          &ct->scratch_alloc, scratch_entries, log2d, shape.depth, wide,
-                         big_capacity != 0 ? big_pairs.as<FlatPair>() : nullptr, &ct->big_count, big_capacity};
+                         big_capacity != 0 ? big_pairs.as<FlatPair>() : nullptr, &ct->big_count, big_capacity,
+                         tallied ? tallies.as<SubtreeTally>() : nullptr, &ct->tally_count, tally_capacity};
     runtime::RuntimeConfig cfg;
     cfg.controller = options.controller;
     // Items in flight never outnumber the operands' nodes (16 bytes at least
@@ -260,6 +282,11 @@ DeviceMatrix<V> add_inputs(Context& ctx, std::uint32_t rows, std::uint32_t cols,
                  header_of(null_ref), cache.result.template as<FlatResult>(), {a.nnz, b.nnz});
       else if (log2d <= 7) run<AddSetup<V, 7>>(cache.rt7, ctx, cfg, st, root, work);
       else run<AddSetup<V, 8>>(cache.rt8, ctx, cfg, st, root, work);
+      if (!flat && tallied) {
+        check_standard_subtrees<V><<<std::min<std::uint32_t>(256, (tally_capacity + 255) / 256), 256, 0, stream>>>(
+            st.tallies, st.tally_count, tally_capacity, st.flags);
+        cuda_check(cudaGetLastError(), "launch of check_standard_subtrees");
+      }
     } catch (const runtime::QueueOverflow&) {
       if (share == 1) throw;
       share = 1;  // the run wrote nothing the next one keeps: the counters start again
@@ -277,7 +304,7 @@ DeviceMatrix<V> add_inputs(Context& ctx, std::uint32_t rows, std::uint32_t cols,
                  "cudaMemcpyAsync(counters)");
       cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(add)");
     }
-    if (done->big_count != 0 && (done->flags & (flag_pool_too_small | flag_scratch_too_small)) == 0) {
+    if (done->big_count != 0 && (done->flags & (flag_pool_too_small | flag_scratch_too_small | flag_not_canonical)) == 0) {
       // The large sub-tree pairs, by the flat kernels, a batch at a time.
       const std::uint32_t n = std::min(done->big_count, big_capacity);
       for (std::uint32_t first = 0; first < n; first += flat_pair_batch)
@@ -298,6 +325,13 @@ DeviceMatrix<V> add_inputs(Context& ctx, std::uint32_t rows, std::uint32_t cols,
                              : "add: the result needs a node pool larger than AddOptions::max_pool_bytes (" +
                                    std::to_string(limit) + " bytes)");
       capacity = capped(round_up(2 * capacity, node_alignment));
+      continue;
+    }
+    if (done->flags & flag_not_canonical) {
+      // A sub-tree merged node by node wants the COOW form: every level
+      // depth-2 pair goes to AddWide this time.
+      if (timed) runtime::log::debug("add: a standard sub-tree should be COOW; run again through AddWide");
+      tallied = false;
       continue;
     }
     const Counters result = *done;

@@ -68,11 +68,32 @@ struct AddNode {
   // (which serialised whole runs). So the parent merges and writes leaf pairs
   // of at most 8 entries itself, one lane each, and allocates for all its
   // lanes that do so at once with one atomic.
+  // A level depth-2 pair of a wide pool goes to AddWide unless both sides
+  // are in the standard form and a tally is free: then AddNode merges it
+  // node by node, and its nodes are tallied (SubtreeTally).
+  __device__ static std::uint32_t new_tally(const AddState<V>& st, const AddItem& child) {
+    const auto standard = [](NodeRef r) { return r == null_ref || ref_type(r) != NodeType::coow; };
+    if (st.tallies == nullptr || !standard(child.a) || !standard(child.b)) return 0;
+    const unsigned k = atomicAdd(st.tally_count, 1u);
+    if (k >= st.tally_capacity) return 0;
+    st.tallies[k] = SubtreeTally{0, 0};
+    __threadfence();  // zeroed before any of the sub-tree's nodes adds to it
+    return k + 1;
+  }
+  __device__ static void tally(const AddState<V>& st, std::uint32_t t, std::uint64_t bytes, std::uint32_t entries) {
+    if (t == 0) return;
+    atomicAdd(&st.tallies[t - 1].bytes, static_cast<unsigned long long>(bytes));
+    if (entries != 0) atomicAdd(&st.tallies[t - 1].m, static_cast<unsigned long long>(entries));
+  }
+
   template <class Context>
   __device__ static void enqueue_child(const Context& ctx, const AddState<V>& st, AddItem child) {
     if (st.wide && child.level + 2 == st.depth) {
-      ctx.template enqueue<AddWide<V>>(child);
-      return;
+      child.tally = new_tally(st, child);
+      if (child.tally == 0) {
+        ctx.template enqueue<AddWide<V>>(child);
+        return;
+      }
     }
     // Not under the root: there, one warp would write every small leaf of
     // a small matrix while the rest of the GPU waits (crack: 0.6 -> 1.8 ms).
@@ -86,6 +107,7 @@ struct AddNode {
       if (small) {
         if (at + choice.bytes > st.capacity) atomicOr(st.flags, flag_pool_too_small);
         else leaf.write(st, at, choice, child.slot);
+        tally(st, child.tally, choice.bytes, leaf.n);
         return;
       }
     }
@@ -216,6 +238,7 @@ struct AddNode {
     std::byte* dst = st.dst + offset;
     zero_node(dst, choice.bytes, lane);
     if (leaf && lane == 0) atomicAdd(st.nnz, static_cast<unsigned long long>(n));
+    if (lane == 0) tally(st, it.tally, choice.bytes, leaf ? n : 0u);
     E* out_values;
     LocalCoord* out_coords = nullptr;
     if (dense_out) {
@@ -237,7 +260,7 @@ struct AddNode {
       return prefix[w] + __popc((in_a[w] | in_b[w]) & ((1u << (c & 31u)) - 1u));
     };
     auto child = [&](NodeRef ra, NodeRef rb, std::uint32_t p) {
-      enqueue_child(ctx, st, AddItem{ra, rb, it.level + 1, 0, reinterpret_cast<NodeRef*>(out_values + p)});
+      enqueue_child(ctx, st, AddItem{ra, rb, it.level + 1, it.tally, reinterpret_cast<NodeRef*>(out_values + p)});
     };
     // A's entries. Where B has the cell too, the B entry completes it next:
     // a leaf value is summed there (the same two roundings as the host), an
@@ -315,6 +338,7 @@ struct AddNode {
     std::byte* dst = st.dst + offset;
     zero_node(dst, choice.bytes, lane);
     if (leaf && lane == 0) atomicAdd(st.nnz, static_cast<unsigned long long>(n));
+    if (lane == 0) tally(st, it.tally, choice.bytes, leaf ? n : 0u);
     E* out_values;
     if (dense_out) {
       out_values = reinterpret_cast<E*>(dst + (leaf ? dense_mask_bytes(b) : 0u));
@@ -328,7 +352,7 @@ struct AddNode {
       const std::uint32_t p = dense_out ? cell : rank;
       if constexpr (std::is_same_v<E, NodeRef>) {
         enqueue_child(ctx, st,
-                      AddItem{is_a ? v : null_ref, is_a ? (both ? other : null_ref) : v, it.level + 1, 0,
+                      AddItem{is_a ? v : null_ref, is_a ? (both ? other : null_ref) : v, it.level + 1, it.tally,
                               reinterpret_cast<NodeRef*>(out_values + p)});
       } else {
         out_values[p] = is_a ? add_rn(mul_rn(st.a.k, v), both ? mul_rn(st.b.k, other) : V(0))

@@ -342,6 +342,51 @@ TEST(AddGpu, SignedZerosAsTheHost) {
   }
 }
 
+// In a wide pool of depth 3 or more, a level depth-2 pair of standard
+// sub-trees (no COOW node on either side) is merged node by node by AddNode
+// and tallied; where the union's COOW form would be no larger, the add runs
+// again through AddWide. Two one-entry leaves of one sub-tree (d = 2, f32)
+// are each standard (32 bytes against a 48-byte COOW node) while their union
+// is COOW (48 against 48): the rerun. Then random pairs at small node sizes,
+// where both outcomes occur, and a banded pair of mostly standard sub-trees.
+TEST(AddGpu, StandardSubtreesOfWidePools) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const runtime::Controller c = ops::AddOptions{}.controller;
+  {
+    Coo<float> ca{8, 8, {}, {}, {}}, cb{8, 8, {}, {}, {}};
+    ca.push(0, 0, 1.5f);
+    cb.push(0, 3, -2.0f);
+    const Matrix<float> a = build(ca, 2, true), b = build(cb, 2, true);
+    ASSERT_EQ(a.content().shape.depth, 3u);
+    ASSERT_EQ(validate(a.content()).coow, 0u);
+    ASSERT_EQ(validate(b.content()).coow, 0u);
+    ASSERT_GT(validate(ops::add_reference(a, b, 1.0f, 1.0f).content()).coow, 0u) << "the union must want a COOW node";
+    check_states(a, b, c, "two one-entry leaves whose union is COOW");
+  }
+  int flips = 0;
+  for (int trial = 0; trial < 24; ++trial) {
+    const std::uint32_t d = trial % 3 == 0 ? 2u : trial % 3 == 1 ? 4u : 8u;
+    const index_t n = static_cast<index_t>(d) * d * d + 3;  // depth 4
+    std::uniform_int_distribution<std::size_t> nnz(1, static_cast<std::size_t>(n) * 2);
+    const Coo<double> ca = random_coo<double>(n, n, nnz(rng), rng), cb = random_coo<double>(n, n, nnz(rng), rng);
+    const Matrix<double> a = build(ca, d, true), b = build(cb, d, true);
+    const Matrix<double> want = ops::add_reference(a, b, 1.0, -0.5);
+    flips += validate(want.content()).coow > validate(a.content()).coow + validate(b.content()).coow;
+    check_pair(a, b, 1.0, -0.5, c, "random d" + std::to_string(d) + " trial " + std::to_string(trial));
+  }
+  RecordProperty("flips", flips);
+  {
+    Coo<double> banded{3000, 3000, {}, {}, {}};
+    for (index_t r = 0; r < 3000; ++r)
+      for (index_t k = r > 2 ? r - 2 : 0; k < std::min<index_t>(3000, r + 3); ++k) banded.push(r, k, 1.0 + r - 0.5 * k);
+    const Matrix<double> a = build(banded, 16, true), b = build(gen::moved_pattern(banded, 2.0, rng()), 16, true);
+    ASSERT_EQ(a.content().shape.depth, 3u);  // mostly standard sub-trees (the sparse corners are COOW)
+    check_states(a, b, c, "banded d16, standard sub-trees of a wide pool");
+  }
+}
+
 // The one-operand form (materialize's path for depth-2 wide matrices): C =
 // alpha·op(A) equals the host's materialization of A scaled by alpha, bit for
 // bit (alpha·a + 0 on both sides: -0 becomes +0). On one context, between two-operand
