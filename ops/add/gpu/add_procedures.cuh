@@ -14,8 +14,12 @@
 //            merged in registers instead, and leaf pairs of at most 8 below
 //            level 1 are merged and written by one lane of their parent
 //            (SmallLeaf), never queued.
+//            In a pool with wide nodes, AddNode also takes a level depth-2
+//            pair whose sides are both standard sub-trees, tallying its
+//            nodes (SubtreeTally) so that the COOW rule can be checked after
+//            the run (perf-log A13).
 //  AddWide:  a pair of level depth-2 sub-trees in a pool with wide (COOW)
-//            nodes. Both are gathered into scratch as (key, value) in the
+//            nodes where a side is a COOW node (or no tally was free). Both are gathered into scratch as (key, value) in the
 //            standard tree order (block row, block column, row, column),
 //            sorted by counting passes where the gather order is not that,
 //            merged, and written either as one COOW node or as an inner node
