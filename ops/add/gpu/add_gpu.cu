@@ -58,8 +58,8 @@ struct AddCache : Context::CacheEntry {
   bool counters_reset = false;
 };
 
-// One operand of an add: a matrix's pool and state, or none (pool null: the
-// one-operand form, whose values are alpha·a with no zero added).
+// One operand of an add: a matrix's pool and state, or none (pool and root
+// null: the one-operand form, C = alpha·op(A), an add with an empty matrix).
 template <class V>
 struct AddInput {
   const std::byte* pool = nullptr;
