@@ -368,7 +368,9 @@ Matrix<V> load_hsp_as(const std::filesystem::path& path) {
 
 template <class V>
 void save_hsp(const std::filesystem::path& path, const Matrix<V>& m) {
-  const Content<V>& c = m.content();
+  // A version of a family is written as its own nodes in the builder's layout.
+  const std::shared_ptr<const Content<V>> own = m.content().arena ? compacted(m.content()) : nullptr;
+  const Content<V>& c = own ? *own : m.content();
   RawHeader h{};  // zero: reserved fields and padding
   std::memcpy(h.magic, magic.data(), magic.size());
   h.version = hsp_version;

@@ -27,7 +27,8 @@ class Validator {
       fail("pool", "holds " + std::to_string(stats_.entries) + " entries but the matrix records nnz = " +
                        std::to_string(c_.nnz));
     check_overlap();
-    check_no_unreferenced_bytes();
+    // A version's pool view holds its family's other nodes too.
+    if (!c_.arena) check_no_unreferenced_bytes();
     return stats_;
   }
 
@@ -65,9 +66,9 @@ class Validator {
     // Offsets and the pool size are multiples of 16, so at least 16 bytes remain.
     const std::uint64_t room = size_ - off;
 
-    // Every node has exactly one parent. (Sharing sub-trees between matrices
-    // is done by sharing whole contents; a reference to an already visited
-    // node is a cycle, an overlap or an attempt to make validation exponential.)
+    // Every node has exactly one parent. (Versions share sub-trees across
+    // trees, never inside one; a reference to an already visited node is a
+    // cycle, an overlap or an attempt to make validation exponential.)
     auto [it, fresh] = seen_.try_emplace(off, Seen{level, ref, 0});
     if (!fresh) fail(at(off), "referenced more than once (cycle or shared node inside one pool)");
     if (ref_type(ref) == NodeType::coow) {

@@ -4,6 +4,7 @@ results on real and random matrices, exit codes, error messages, atomic output.
 Usage: test_cli.py HISPARSE_BINARY MATRICES_DIR"""
 import json
 import os
+import re
 import pty
 import random
 import subprocess
@@ -497,7 +498,9 @@ class Cli(unittest.TestCase):
             ups.append((ups[0][0], 0.25))  # a duplicate position: set keeps the last, add sums
             write_mtx(self.path("u.mtx"), rows, cols, ups)
             out = self.path(f"e{step}.hsp")
-            run("edit", src, self.path("u.mtx"), out, "--mode", mode)
+            before = len(model)
+            # Every other step as a persistent edit (--stats): the same OUT, and a report.
+            p = run("edit", src, self.path("u.mtx"), out, "--mode", mode, *(["--stats"] if step % 2 else []))
             for rc, v in ups:
                 if mode == "set":
                     model[rc] = v
@@ -505,6 +508,18 @@ class Cli(unittest.TestCase):
                     model[rc] = model.get(rc, 0.0) + v
                 else:
                     model.pop(rc, None)
+            if step % 2:
+                m = re.search(r"entries: (\d+) inserted, (\d+) updated, (\d+) removed \((\d+) -> (\d+)\)", p.stdout)
+                self.assertIsNotNone(m, p.stdout)
+                ins, _, rem, n0, n1 = map(int, m.groups())
+                self.assertEqual((n0, n1, n1 - n0), (before, len(model), ins - rem), p.stdout)
+                m = re.search(r"as a version of A: (\d+) new bytes .*, (\d+) bytes shared with A \(.* of the "
+                              r"version's (\d+)\)", p.stdout)
+                self.assertIsNotNone(m, p.stdout)
+                written, shared, total = map(int, m.groups())
+                self.assertEqual(written + shared, total, p.stdout)
+            else:
+                self.assertEqual(p.stdout, "")
             run("convert", out, self.path("e.mtx"))
             _, _, got = read_mtx(self.path("e.mtx"))
             self.assertEqual(set(got), set(model), f"{mode}, seed {self.seed}")

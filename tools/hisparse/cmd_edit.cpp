@@ -1,11 +1,17 @@
 // hisparse edit A UPDATES OUT [--mode set|add|remove] [--precision P] [--node-size D]
-//                             [--no-wide-nodes | --wide-nodes]
+//                             [--no-wide-nodes | --wide-nodes] [--stats]
 // A edited by the entries of UPDATES (a Matrix Market coordinate file with A's
 // dimensions; pattern files mean value 1): ops::edit, which rewrites only the
 // nodes the updates touch. OUT is written atomically, in the format its
 // extension names. The edit runs on the host (the GPU edit is issue 16's
-// next step).
+// next step). --stats makes the edit a persistent one (ops::edit_version: OUT
+// is the same) and reports what changed and how many bytes the new version
+// shares with A.
+#include <cstdio>
 #include <filesystem>
+#include <iostream>
+#include <sstream>
+#include <string>
 #include <memory>
 
 #include "commands.hpp"
@@ -22,10 +28,31 @@ struct EditOptions {
   std::optional<std::uint32_t> node_size;
   std::optional<std::string> precision;
   WideNodesFlags wide;
+  bool stats = false;
 };
 
+std::string percent(std::uint64_t part, std::uint64_t whole) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f%%", whole ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0);
+  return buf;
+}
+
+// What --stats prints: the edit's counts, and the edit as a version of A.
 template <class V>
-Matrix<V> edited(const EditOptions& o, const Matrix<V>& a, Progress& progress) {
+std::string report(const Matrix<V>& a, const Matrix<V>& out, const ops::EditStats& s) {
+  const ops::SharedBytes shared = ops::shared_bytes(a, out);
+  std::ostringstream os;
+  os << "entries: " << s.inserted << " inserted, " << s.updated << " updated, " << s.removed << " removed ("
+            << a.nnz() << " -> " << out.nnz() << ")\n"
+            << "nodes: " << s.nodes_rewritten << " written, " << s.nodes_shared << " untouched sub-trees shared\n"
+            << "as a version of A: " << s.bytes_written << " new bytes (" << percent(s.bytes_written, shared.a)
+            << " of A's " << shared.a << "), " << shared.shared << " bytes shared with A ("
+            << percent(shared.shared, shared.b) << " of the version's " << shared.b << ")\n";
+  return os.str();
+}
+
+template <class V>
+Matrix<V> edited(const EditOptions& o, const Matrix<V>& a, Progress& progress, std::string& stats) {
   progress.phase("reading " + o.updates);
   MmReader in(o.updates);
   if (in.header().format != MmFormat::coordinate)
@@ -36,7 +63,13 @@ Matrix<V> edited(const EditOptions& o, const Matrix<V>& a, Progress& progress) {
                 " x " + std::to_string(a.cols()));
   const Coo<V> updates = in.read_matrix<V>();
   progress.phase(std::string("editing (") + o.mode + ", " + std::to_string(updates.nnz()) + " updates)");
-  return ops::edit(a, updates, ops::parse_edit_mode(o.mode.c_str()));
+  const ops::EditMode mode = ops::parse_edit_mode(o.mode.c_str());
+  if (!o.stats) return ops::edit(a, updates, mode);
+  const Matrix<V> first = ops::versioned(a);
+  ops::EditStats edit_stats;
+  Matrix<V> out = ops::edit_version(first, updates, mode, &edit_stats);
+  stats = report(first, out, edit_stats);
+  return out;
 }
 }  // namespace
 
@@ -57,6 +90,9 @@ void add_edit_command(CLI::App& app) {
       ->check(node_size_validator());
   sub->add_option("--precision", opt->precision, "f32, f64, c64 or c128 (default: f64, c128 for complex files, or the .hsp file's)");
   add_wide_nodes_flags(sub, opt->wide);
+  sub->add_flag("--stats", opt->stats,
+                "make the edit a persistent one (a new version sharing A's untouched nodes; OUT is the same) and "
+                "report the entries and nodes it changed and the bytes the version shares with A");
   sub->callback([opt] {
     check_extension(opt->out, "output file");
     if (std::filesystem::path(opt->updates).extension() != ".mtx")
@@ -66,10 +102,12 @@ void add_edit_command(CLI::App& app) {
     Progress progress;
     // OUT may name A: A is read completely before OUT is replaced.
     const AnyMatrix a = load_matrix(opt->a, opt->node_size, precision, opt->wide.choice(), LoadContext{Device::host, false, &progress});
-    const AnyMatrix out = std::visit([&](const auto& m) -> AnyMatrix { return edited(*opt, m, progress); }, a);
+    std::string stats;
+    const AnyMatrix out = std::visit([&](const auto& m) -> AnyMatrix { return edited(*opt, m, progress, stats); }, a);
     progress.phase("writing " + opt->out);
     save_matrix(opt->out, out);
     progress.finish("edited " + opt->a + " into " + opt->out);
+    std::cout << stats;
   });
 }
 

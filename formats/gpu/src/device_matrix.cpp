@@ -85,8 +85,20 @@ void DeviceBytes::shrink(std::size_t bytes) {
   size_ = bytes;
 }
 
+namespace {
+// A version of a family goes up as its own nodes in the builder's layout: the
+// GPU ops expect a pool of one matrix (the rebuilding copy checks its size).
 template <class V>
-DeviceMatrix<V>::DeviceMatrix(const Matrix<V>& host, cudaStream_t stream)
+Matrix<V> own_pool(const Matrix<V>& host) {
+  return host.content().arena ? Matrix<V>(compacted(host.content()), host.transposed(), host.scale()) : host;
+}
+}  // namespace
+
+template <class V>
+DeviceMatrix<V>::DeviceMatrix(const Matrix<V>& host, cudaStream_t stream) : DeviceMatrix(own_pool(host), stream, 0) {}
+
+template <class V>
+DeviceMatrix<V>::DeviceMatrix(const Matrix<V>& host, cudaStream_t stream, int)
     : pool_(host.pool_bytes()),
       shape_(host.content().shape),
       nnz_(host.nnz()),

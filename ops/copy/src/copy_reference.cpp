@@ -8,6 +8,8 @@ namespace hisparse::ops {
 
 template <class V>
 Matrix<V> copy_reference(const Matrix<V>& a) {
+  // A version of a family is copied as its own nodes: the copy leaves the family.
+  if (a.content().arena) return Matrix<V>(compacted(a.content()), a.transposed(), a.scale());
   return Matrix<V>(std::make_shared<const Content<V>>(a.content()), a.transposed(), a.scale());
 }
 

@@ -4,6 +4,7 @@
 #include <complex>
 #include <numeric>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "edit_common.hpp"
@@ -52,6 +53,29 @@ std::vector<Update<V>> tree_order(const edit_detail::EditCore<V>& core, const Ma
   return batch;
 }
 
+// Every node the content's root reaches: offset -> bytes.
+template <class V>
+void reached_nodes(const Content<V>& c, NodeRef ref, std::uint32_t level,
+                   std::unordered_map<std::uint32_t, std::uint64_t>& out) {
+  const std::uint32_t b = c.shape.log2_node_size;
+  const bool leaf = level + 1 == c.shape.depth, inner = !leaf && ref_type(ref) != NodeType::coow;
+  out.emplace(ref_offset(ref), stored_node_bytes(c.pool.data(), ref, b, leaf, inner ? sizeof(NodeRef) : sizeof(V)));
+  if (inner)
+    for_each_entry<NodeRef>(c.pool.data(), ref, b, false,
+                            [&](LocalCoord, NodeRef child) { reached_nodes(c, child, level + 1, out); });
+}
+template <class V>
+std::unordered_map<std::uint32_t, std::uint64_t> reached_nodes(const Content<V>& c) {
+  std::unordered_map<std::uint32_t, std::uint64_t> out;
+  if (c.root() != null_ref) reached_nodes(c, c.root(), 0, out);
+  return out;
+}
+std::uint64_t total(const std::unordered_map<std::uint32_t, std::uint64_t>& nodes) {
+  std::uint64_t n = 0;
+  for (const auto& [offset, bytes] : nodes) n += bytes;
+  return n;
+}
+
 }  // namespace
 
 template <class V>
@@ -69,6 +93,10 @@ template <class V>
 void edit_in_place(Matrix<V>& a, const Coo<V>& updates, EditMode mode, EditStats* stats) {
   edit_detail::check_updates(a, updates);
   // edit_base would materialize a scaled matrix for set and add: a new pool.
+  if (a.content().arena) {  // a version: its nodes are shared with its family
+    a = edit_version(a, updates, mode, stats);
+    return;
+  }
   if (a.content_ptr().use_count() == 1 && (mode == EditMode::remove || a.scale() == V(1))) {
     EditStats local;
     InPlaceEditor<V> editor(a.content(), mode, local);
@@ -86,9 +114,50 @@ void edit_in_place(Matrix<V>& a, const Coo<V>& updates, EditMode mode, EditStats
   a = edit(a, updates, mode, stats);
 }
 
+template <class V>
+Matrix<V> versioned(const Matrix<V>& a) {
+  const Content<V>& c = a.content();
+  if (c.arena) return a;
+  auto arena = std::make_shared<NodeArena>(c.pool.data(), c.pool.size());
+  auto v = std::make_shared<Content<V>>();
+  v->shape = c.shape;
+  v->nnz = c.nnz;
+  v->version_root = c.root();
+  v->pool = AlignedBuffer::view(arena, arena->data(), c.pool.size());
+  v->arena = std::move(arena);
+  return Matrix<V>(std::move(v), a.transposed(), a.scale());
+}
+
+template <class V>
+Matrix<V> edit_version(const Matrix<V>& a_in, const Coo<V>& updates, EditMode mode, EditStats* stats) {
+  edit_detail::check_updates(a_in, updates);
+  const Matrix<V> a = versioned(edit_detail::edit_base(a_in, mode));
+  EditStats local;
+  Editor<V> editor(a.content(), mode, local);
+  auto content = editor.run_version(tree_order(editor, a, updates));
+  if (stats) *stats = local;
+  return Matrix<V>(std::move(content), a.transposed(), a.scale());
+}
+
+template <class V>
+SharedBytes shared_bytes(const Matrix<V>& a, const Matrix<V>& b) {
+  const auto na = reached_nodes(a.content()), nb = reached_nodes(b.content());
+  SharedBytes s{total(na), total(nb), 0};
+  // Offsets name the same node only inside one pool: one family's arena, or one content.
+  const bool one_pool = a.content_ptr() == b.content_ptr() ||
+                        (a.content().arena && a.content().arena == b.content().arena);
+  if (one_pool)
+    for (const auto& [offset, bytes] : na)
+      if (nb.count(offset)) s.shared += bytes;
+  return s;
+}
+
 #define HISPARSE_INSTANTIATE(V)                                                       \
   template Matrix<V> edit(const Matrix<V>&, const Coo<V>&, EditMode, EditStats*); \
-  template void edit_in_place(Matrix<V>&, const Coo<V>&, EditMode, EditStats*);
+  template void edit_in_place(Matrix<V>&, const Coo<V>&, EditMode, EditStats*);               \
+  template Matrix<V> versioned(const Matrix<V>&);                                               \
+  template Matrix<V> edit_version(const Matrix<V>&, const Coo<V>&, EditMode, EditStats*);        \
+  template SharedBytes shared_bytes(const Matrix<V>&, const Matrix<V>&);
 HISPARSE_INSTANTIATE(float)
 HISPARSE_INSTANTIATE(double)
 HISPARSE_INSTANTIATE(std::complex<float>)

@@ -127,13 +127,7 @@ class EditCore {
   }
 
   // Bytes of a leaf or COOW node, from its header.
-  [[nodiscard]] std::uint64_t node_bytes(NodeRef ref) const {
-    const NodeType t = ref_type(ref);
-    const std::byte* node = pool_ + ref_offset(ref);
-    if (t == NodeType::coow) return coow_layout(detail::node_count(node), sizeof(V)).bytes;
-    if (t == NodeType::dense) return dense_bytes(b_, true, sizeof(V));
-    return coo_layout(t, detail::node_count(node), sizeof(V)).bytes;
-  }
+  [[nodiscard]] std::uint64_t node_bytes(NodeRef ref) const { return stored_node_bytes(pool_, ref, b_, true, sizeof(V)); }
 
   // Entries of a leaf, read from its node (a dense leaf's mask bits).
   [[nodiscard]] std::uint64_t leaf_entries(NodeRef ref) const {

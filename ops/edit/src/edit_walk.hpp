@@ -51,32 +51,78 @@ class Editor : public EditCore<V> {
  public:
   Editor(const Content<V>& c, EditMode mode, EditStats& stats) : Core(c, mode, stats), levels_(depth_) {}
 
+  // edit(): a new pool in the builder's layout.
   std::shared_ptr<const Content<V>> run(std::span<const Update<V>> batch) {
-    const NodeRef root = c_.root();
-    const bool any = visit(root, 0, batch, LocalCoord{0, 0});
-    auto out = std::make_shared<Content<V>>();
-    out->shape = c_.shape;
-    out->nnz = c_.nnz + stats_.inserted - stats_.removed;
-    std::uint64_t bytes = sizeof(PoolHeader);
-    for (std::uint32_t l = depth_; l-- > 0;)
-      for (Planned& p : levels_[l]) {
-        p.offset = bytes;
-        bytes += p.choice.bytes;
-      }
+    const bool any = visit(c_.root(), 0, batch, LocalCoord{0, 0});
+    const std::uint64_t bytes = sizeof(PoolHeader) + new_bytes();
     if (bytes > max_pool_bytes)
       throw LimitError("edit: the result needs a node pool of " + std::to_string(bytes) +
                        " bytes, over the 4 GiB limit of 32-bit child references");
+    place(sizeof(PoolHeader));
+    auto out = result();
     out->pool = AlignedBuffer(bytes);
     std::byte* dst = out->pool.data();
-    for (std::uint32_t l = depth_; l-- > 0;)
-      for (const Planned& p : levels_[l]) write(dst, l, p);
-    const NodeRef new_root = any ? make_ref(levels_[0][0].offset, levels_[0][0].choice.type) : null_ref;
-    *reinterpret_cast<PoolHeader*>(dst) = PoolHeader{pool_magic, new_root, static_cast<std::uint8_t>(b_),
+    write_all(dst);
+    *reinterpret_cast<PoolHeader*>(dst) = PoolHeader{pool_magic, new_root(any), static_cast<std::uint8_t>(b_),
                                                      static_cast<std::uint8_t>(depth_), sizeof(V), c_.header().flags, 0};
+    stats_.bytes_written = bytes;
+    return out;
+  }
+
+  // edit_version(): c_ is a version of a family; untouched sub-trees are
+  // referenced where they are and only the new nodes are appended to the
+  // family's arena (deepest level first, each level in tree order, as the
+  // builder lays out a pool).
+  std::shared_ptr<const Content<V>> run_version(std::span<const Update<V>> batch) {
+    share_ = true;
+    const bool any = visit(c_.root(), 0, batch, LocalCoord{0, 0});
+    const std::uint64_t bytes = new_bytes();
+    NodeArena& arena = *c_.arena;
+    const std::uint64_t at = arena.append(bytes);  // LimitError past 4 GiB, nothing written
+    place(at);
+    write_all(arena.data());
+    auto out = result();
+    out->arena = c_.arena;
+    out->version_root = new_root(any);
+    out->pool = AlignedBuffer::view(c_.arena, arena.data(), at + bytes);
+    stats_.bytes_written = bytes;
     return out;
   }
 
  private:
+  std::shared_ptr<Content<V>> result() const {
+    auto out = std::make_shared<Content<V>>();
+    out->shape = c_.shape;
+    out->nnz = c_.nnz + stats_.inserted - stats_.removed;
+    return out;
+  }
+  // Bytes of the nodes to write (a shared node is not written again).
+  std::uint64_t new_bytes() const {
+    std::uint64_t bytes = 0;
+    for (const auto& level : levels_)
+      for (const Planned& p : level)
+        if (!shared(p)) bytes += p.choice.bytes;
+    return bytes;
+  }
+  void place(std::uint64_t at) {
+    for (std::uint32_t l = depth_; l-- > 0;)
+      for (Planned& p : levels_[l])
+        if (!shared(p)) {
+          p.offset = at;
+          at += p.choice.bytes;
+        }
+  }
+  void write_all(std::byte* dst) {
+    for (std::uint32_t l = depth_; l-- > 0;)
+      for (const Planned& p : levels_[l])
+        if (!shared(p)) write(dst, l, p);
+  }
+  [[nodiscard]] bool shared(const Planned& p) const { return share_ && p.kind == Planned::kept; }
+  [[nodiscard]] NodeRef ref_of(const Planned& p) const {
+    return shared(p) ? p.source : make_ref(p.offset, p.choice.type);
+  }
+  [[nodiscard]] NodeRef new_root(bool any) const { return any ? ref_of(levels_[0][0]) : null_ref; }
+
   // The node at `ref` (null: none) with the updates under it; false when
   // nothing is left there.
   bool visit(NodeRef ref, std::uint32_t level, std::span<const Update<V>> ups, LocalCoord pos) {
@@ -85,6 +131,20 @@ class Editor : public EditCore<V> {
       keep(ref, level, pos);
       return true;
     }
+    if (share_ && ref != null_ref) {
+      // A version shares a sub-tree whose updates change nothing (removals
+      // of absent positions) instead of writing it again.
+      const Mark mark = this->mark(level);
+      const bool any = merge(ref, level, ups, pos);
+      if (changes() != mark.changes) return any;
+      rewind(mark, level);
+      keep(ref, level, pos);
+      return true;
+    }
+    return merge(ref, level, ups, pos);
+  }
+
+  bool merge(NodeRef ref, std::uint32_t level, std::span<const Update<V>> ups, LocalCoord pos) {
     if (is_wide_level(level))
       return ref != null_ref && ref_type(ref) == NodeType::coow ? merge_coow(ref, level, ups, pos)
                                                                 : merge_standard_wide(ref, level, ups, pos);
@@ -120,9 +180,15 @@ class Editor : public EditCore<V> {
   }
 
   // An untouched sub-tree: leaves and COOW nodes as they are, inner nodes
-  // planned again (their children move).
+  // planned again (their children move); a version refers to it whole.
   void keep(NodeRef ref, std::uint32_t level, LocalCoord pos) {
     const NodeType t = ref_type(ref);
+    if (share_) {
+      // Bytes are needed of leaves only (the COOW rule sums a sub-tree's).
+      add(level, Planned{Planned::kept, pos, NodeChoice{t, is_leaf_level(level) ? node_bytes(ref) : 0}, ref, 0, 0});
+      ++stats_.nodes_shared;
+      return;
+    }
     if (is_leaf_level(level) || t == NodeType::coow) {
       const std::uint64_t bytes = node_bytes(ref);
       add(level, Planned{Planned::kept, pos, NodeChoice{t, bytes}, ref, 0, 0});
@@ -188,6 +254,7 @@ class Editor : public EditCore<V> {
     stats_.nodes_copied = before.nodes_copied;
     stats_.nodes_moved = before.nodes_moved;
     stats_.bytes_copied = before.bytes_copied;
+    stats_.nodes_shared = before.nodes_shared;
     add_coow(level, pos, merged);
     return true;
   }
@@ -244,6 +311,28 @@ class Editor : public EditCore<V> {
 
   void add(std::uint32_t level, const Planned& p) { levels_[level].push_back(p); }
 
+  // What the plan holds from `level` down, to go back to.
+  struct Mark {
+    std::vector<std::size_t> planned;
+    std::size_t leaf_entries, wide_entries;
+    std::uint64_t changes;
+    EditStats stats;
+  };
+  [[nodiscard]] std::uint64_t changes() const { return stats_.inserted + stats_.updated + stats_.removed; }
+  [[nodiscard]] Mark mark(std::uint32_t level) const {
+    Mark m{{}, leaf_coords_.size(), wide_coords_.size(), changes(), stats_};
+    for (std::uint32_t l = level; l < depth_; ++l) m.planned.push_back(levels_[l].size());
+    return m;
+  }
+  void rewind(const Mark& m, std::uint32_t level) {
+    for (std::uint32_t l = level; l < depth_; ++l) levels_[l].resize(m.planned[l - level]);
+    leaf_coords_.resize(m.leaf_entries);
+    leaf_vals_.resize(m.leaf_entries);
+    wide_coords_.resize(m.wide_entries);
+    wide_vals_.resize(m.wide_entries);
+    stats_ = m.stats;
+  }
+
   void write(std::byte* pool, std::uint32_t level, const Planned& p) {
     std::byte* dst = pool + p.offset;
     switch (p.kind) {
@@ -262,7 +351,7 @@ class Editor : public EditCore<V> {
         const auto& next = levels_[level + 1];
         for (std::uint64_t k = p.first; k < p.first + p.count; ++k) {
           coords_.push_back(next[k].pos);
-          refs_.push_back(make_ref(next[k].offset, next[k].choice.type));
+          refs_.push_back(ref_of(next[k]));
         }
         write_node<NodeRef>(dst, p.choice, b_, false, coords_, refs_);
         return;
@@ -270,6 +359,7 @@ class Editor : public EditCore<V> {
     }
   }
 
+  bool share_ = false;
   std::vector<std::vector<Planned>> levels_;
   std::vector<LocalCoord> leaf_coords_;
   std::vector<V> leaf_vals_;

@@ -1,5 +1,7 @@
 #pragma once
-// An owning, 16-byte aligned, zero-initialised byte buffer: the node pool.
+// A 16-byte aligned, zero-initialised byte buffer: the node pool. Owning, or
+// (view()) a window on memory another object owns and keeps alive: a
+// version's pool in its family's NodeArena. Copies are always owning.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -15,9 +17,17 @@ class AlignedBuffer {
   AlignedBuffer() = default;
   explicit AlignedBuffer(std::size_t bytes) : size_(bytes) {
     if (bytes) {
-      data_.reset(static_cast<std::byte*>(::operator new(bytes, std::align_val_t{node_alignment})));
+      data_ = std::shared_ptr<std::byte>(static_cast<std::byte*>(::operator new(bytes, std::align_val_t{node_alignment})),
+                                         Free{});
       std::memset(data_.get(), 0, bytes);
     }
+  }
+  // The first `bytes` at `data` (16-byte aligned), kept valid by `owner`.
+  static AlignedBuffer view(std::shared_ptr<void> owner, std::byte* data, std::size_t bytes) {
+    AlignedBuffer b;
+    b.data_ = std::shared_ptr<std::byte>(std::move(owner), data);
+    b.size_ = bytes;
+    return b;
   }
   AlignedBuffer(const AlignedBuffer& o) : AlignedBuffer(o.size_) {
     if (size_) std::memcpy(data_.get(), o.data_.get(), size_);
@@ -26,8 +36,13 @@ class AlignedBuffer {
     if (this != &o) *this = AlignedBuffer(o);
     return *this;
   }
-  AlignedBuffer(AlignedBuffer&&) noexcept = default;
-  AlignedBuffer& operator=(AlignedBuffer&&) noexcept = default;
+  AlignedBuffer(AlignedBuffer&& o) noexcept : data_(std::move(o.data_)), size_(o.size_) { o.size_ = 0; }
+  AlignedBuffer& operator=(AlignedBuffer&& o) noexcept {
+    data_ = std::move(o.data_);
+    size_ = o.size_;
+    o.size_ = 0;
+    return *this;
+  }
 
   [[nodiscard]] std::byte* data() { return data_.get(); }
   [[nodiscard]] const std::byte* data() const { return data_.get(); }
@@ -37,7 +52,7 @@ class AlignedBuffer {
   struct Free {
     void operator()(std::byte* p) const { ::operator delete(p, std::align_val_t{node_alignment}); }
   };
-  std::unique_ptr<std::byte[], Free> data_;
+  std::shared_ptr<std::byte> data_;
   std::size_t size_ = 0;
 };
 

@@ -11,6 +11,7 @@
 #include "hisparse/formats/coo.hpp"
 #include "hisparse/formats/error.hpp"
 #include "hisparse/formats/node.hpp"
+#include "hisparse/formats/node_arena.hpp"
 
 namespace hisparse {
 
@@ -57,9 +58,24 @@ struct Content {
   std::uint64_t nnz = 0;
   AlignedBuffer pool;  // starts with a PoolHeader
 
+  // Set for a version of a family (node_arena.hpp, ops::edit_version): the
+  // pool is a view of the family's arena up to this version's last node, its
+  // header the family's, and the root this version's own. Such a pool holds
+  // other versions' nodes too, so it is not the builder's layout: compacted()
+  // gives that. Null for every other content (the root is the header's).
+  std::shared_ptr<NodeArena> arena;
+  NodeRef version_root = null_ref;
+
   [[nodiscard]] const PoolHeader& header() const { return *reinterpret_cast<const PoolHeader*>(pool.data()); }
-  [[nodiscard]] NodeRef root() const { return header().root; }
+  [[nodiscard]] NodeRef root() const { return arena ? version_root : header().root; }
 };
+
+// The content's own nodes (those its root reaches) in a pool of their own, in
+// the builder's layout: byte for byte the pool the builder makes from the
+// same entries when `c` is canonical. What a version of a family is written
+// as to a file or uploaded as to the GPU. O(pool).
+template <class V>
+std::shared_ptr<const Content<V>> compacted(const Content<V>& c);
 
 template <class V>
 class Matrix {

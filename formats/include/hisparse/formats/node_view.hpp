@@ -45,6 +45,17 @@ HISPARSE_HD inline CoowView<V> coow_view(const std::byte* pool, NodeRef ref) {
   return detail::sparse_view<WideCoord, V>(node, count, coow_layout(count, sizeof(V)));
 }
 
+// The bytes a node occupies in its pool (padding included), from its
+// reference and header: `elem_bytes` is sizeof(V) for a leaf or a COOW node,
+// sizeof(NodeRef) for an inner node.
+HISPARSE_HD inline std::uint64_t stored_node_bytes(const std::byte* pool, NodeRef ref, std::uint32_t log2_d, bool leaf,
+                                                   std::uint32_t elem_bytes) {
+  const NodeType t = ref_type(ref);
+  if (t == NodeType::dense) return dense_bytes(log2_d, leaf, elem_bytes);
+  const std::uint32_t count = detail::node_count(pool + ref_offset(ref));
+  return t == NodeType::coow ? coow_layout(count, elem_bytes).bytes : coo_layout(t, count, elem_bytes).bytes;
+}
+
 // Dense leaf: occupancy mask then values. Dense inner: child references.
 HISPARSE_HD inline const std::uint8_t* dense_mask(const std::byte* pool, NodeRef ref) {
   return reinterpret_cast<const std::uint8_t*>(pool + ref_offset(ref));

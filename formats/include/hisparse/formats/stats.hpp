@@ -11,7 +11,8 @@ struct MatrixStats {
   std::uint32_t node_size = 0, depth = 0;
   ValueType value_type = ValueType::f64;
   PoolStats nodes;
-  // bytes.hisparse: the whole pool plus the fixed 96-byte header; CSR and COO
+  // bytes.hisparse: the whole pool (a version: its own nodes) plus the fixed
+  // 96-byte header; CSR and COO
   // with 32-bit indices and the same value type.
   std::uint64_t bytes_hisparse = 0, bytes_csr = 0, bytes_coo = 0;
 
@@ -31,7 +32,8 @@ MatrixStats matrix_stats(const Matrix<V>& m) {
   s.depth = c.shape.depth;
   s.value_type = value_type_of<V>();
   s.nodes = validate(c);
-  s.bytes_hisparse = c.pool.size() + hsp_header_bytes;
+  // A version of a family counts its own nodes: what it is saved as.
+  s.bytes_hisparse = (c.arena ? s.nodes.node_bytes + sizeof(PoolHeader) : c.pool.size()) + hsp_header_bytes;
   s.bytes_csr = (s.rows + 1) * 4 + s.nnz * (4 + sizeof(V));
   s.bytes_coo = s.nnz * (8 + sizeof(V));
   return s;

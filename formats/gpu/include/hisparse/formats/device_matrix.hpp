@@ -88,7 +88,8 @@ class DeviceMatrix {
   using value_type = V;
 
   DeviceMatrix() = default;
-  // Uploads content and state (synchronously on `stream`).
+  // Uploads content and state (synchronously on `stream`); a version of a
+  // family (node_arena.hpp) as its own nodes, compacted.
   explicit DeviceMatrix(const Matrix<V>& host, cudaStream_t stream = nullptr);
   // Loads an .hsp file (validated) and uploads it.
   static DeviceMatrix load(const std::filesystem::path& file, cudaStream_t stream = nullptr);
@@ -130,6 +131,7 @@ class DeviceMatrix {
                             bool wide_nodes);
 
  private:
+  DeviceMatrix(const Matrix<V>& own, cudaStream_t stream, int);  // `own`: not a version
   DeviceBytes pool_;
   Shape shape_{};
   std::uint64_t nnz_ = 0;

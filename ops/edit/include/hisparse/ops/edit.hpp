@@ -14,9 +14,10 @@
 //
 // edit never changes the original: it returns a new matrix (the old one stays
 // valid, and so does every matrix sharing its content) whose pool is a new
-// allocation: untouched sub-trees are copied, not shared (sharing them between
-// versions is issue 16's next step). edit_in_place rewrites a matrix's own
-// nodes where they are when their sizes allow it.
+// allocation: untouched sub-trees are copied. edit_version shares them
+// instead: the new matrix is a version in the original's family and stores
+// only its new paths (below, "Versions"). edit_in_place rewrites a matrix's
+// own nodes where they are when their sizes allow it.
 #include <cstdint>
 
 #include "hisparse/formats/coo.hpp"
@@ -44,6 +45,8 @@ struct EditStats {
   std::uint64_t nodes_copied = 0;     // leaves and COOW nodes copied as they are
   std::uint64_t nodes_moved = 0;      // untouched inner nodes written with moved child references
   std::uint64_t bytes_copied = 0;     // bytes of the copied leaves and COOW nodes
+  std::uint64_t nodes_shared = 0;     // edit_version: untouched sub-trees referenced where they are
+  std::uint64_t bytes_written = 0;    // the result's new bytes (edit: its pool; edit_version: appended)
   bool in_place = false;              // edit_in_place rewrote the nodes where they were
 };
 
@@ -67,10 +70,47 @@ Matrix<V> edit(const Matrix<V>& a, const Coo<V>& updates, EditMode mode, EditSta
 // node's padded size). Otherwise (a new or emptied node, a node that changes
 // size or type, a COOW rule that flips, a shared content, set or add on a
 // scaled matrix) a = edit(a, ...). Either way the pool is what edit makes,
-// byte for byte; stats->in_place says which happened. Errors as edit's, with
-// `a` unchanged. Not thread-safe against another thread copying `a`.
+// byte for byte; stats->in_place says which happened. A version of a family
+// is never rewritten where it is (its nodes are shared): a = edit_version(a,
+// ...), so it stays in its family. Errors as edit's, with `a` unchanged. Not
+// thread-safe against another thread copying `a`.
 template <class V>
 void edit_in_place(Matrix<V>& a, const Coo<V>& updates, EditMode mode, EditStats* stats = nullptr);
+
+// ---- Versions (docs/ops.md, "Versions") -------------------------------------
+// A family of versions keeps its nodes in one NodeArena
+// (hisparse/formats/node_arena.hpp): append-only, nodes immutable once
+// written, freed when the last version of the family goes. A version is a
+// root in that arena; versions share every sub-tree that no edit between
+// them touched, at the same pool offsets. Every host op reads a version as it
+// reads any matrix; a version is saved, uploaded to the GPU and copied
+// (copy_reference) as its own nodes in the builder's layout (compacted()).
+
+// A as the first version of a new family: its pool copied once into an
+// arena. A matrix already in a family is returned as it is.
+template <class V>
+Matrix<V> versioned(const Matrix<V>& a);
+
+// A persistent edit: op(A) edited exactly as edit() edits it (same entries,
+// same node types; compacted() of the result is edit()'s pool byte for byte),
+// as a new version in A's family. Only the nodes on the touched paths are
+// written, appended to the arena; every other sub-tree is referenced where it
+// is. A (and every other version) stays unchanged and valid. A matrix in no
+// family is put in a new one first (versioned(A)): call versioned() on the
+// original once so that the versions share its nodes. Thread-safe: versions
+// of one family may be edited from several threads at once. Errors as
+// edit's; a family past the 4 GiB the references address is a LimitError
+// (compact a version to start a new family).
+template <class V>
+Matrix<V> edit_version(const Matrix<V>& a, const Coo<V>& updates, EditMode mode, EditStats* stats = nullptr);
+
+struct SharedBytes {
+  std::uint64_t a = 0;       // bytes of A's nodes (those its root reaches)
+  std::uint64_t b = 0;       // of B's
+  std::uint64_t shared = 0;  // of the nodes both reach (0 unless A and B are versions of one family)
+};
+template <class V>
+SharedBytes shared_bytes(const Matrix<V>& a, const Matrix<V>& b);
 
 namespace edit_detail {
 // A batch of one update, with op(A)'s dimensions.
