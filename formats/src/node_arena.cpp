@@ -31,6 +31,9 @@ NodeArena::NodeArena(const std::byte* pool, std::uint64_t bytes) {
   void* p = ::mmap(nullptr, reserved_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) throw Error("NodeArena: cannot reserve 4 GiB of address space for a version family: " + errno_text());
   base_ = static_cast<std::byte*>(p);
+  // No MADV_HUGEPAGE: where the kernel compacts memory for advised ranges
+  // (THP defrag "madvise", Debian's default) large appends stalled in it
+  // (R-MAT 2^19, a 1% batch: 245 -> 425 ms).
   try {
     append(bytes);
   } catch (...) {

@@ -10,7 +10,11 @@
 //   a binary search in the row;
 // - a batch of 1% of the entries (half present, half new; set): ops::edit
 //   against the CSR route (the batch sorted, then merged into new arrays).
-// Medians, host wall clock; one thread. Prints a Markdown table.
+// - persistent edits (a second table): batches of 0.1%, 1% and 10% of the
+//   entries (half present, half new; set) by ops::edit_version of the first
+//   version of a family, against ops::edit's new pool: time, and the bytes
+//   the new version adds to the family as a share of the matrix's pool.
+// Medians, host wall clock; one thread. Prints Markdown tables.
 //
 //   hisparse-edit-bench [--matrices-dir DIR] [--family SPEC]... [--inserts R]
 #include <algorithm>
@@ -102,8 +106,58 @@ CsrArrays csr_of(const Csr<double>& c) {
   return a;
 }
 
+// k updates, set: half on present positions, half anywhere.
+Coo<double> mixed_batch(const Coo<double>& coo, std::size_t k, std::mt19937_64& rng) {
+  std::uniform_int_distribution<index_t> rr(0, coo.rows - 1), cc(0, coo.cols - 1);
+  std::uniform_int_distribution<std::size_t> pick(0, coo.nnz() - 1);
+  Coo<double> u;
+  u.rows = coo.rows;
+  u.cols = coo.cols;
+  for (std::size_t i = 0; i < k; ++i) {
+    if (i % 2) {
+      const std::size_t e = pick(rng);
+      u.push(coo.row[e], coo.col[e], 1.0 + static_cast<double>(i));
+    } else {
+      u.push(rr(rng), cc(rng), 1.0 + static_cast<double>(i));
+    }
+  }
+  return u;
+}
+
+std::vector<std::string> version_rows;  // the second table, printed after the first
+
+void bench_versions(const std::string& name, const Matrix<double>& m, const Coo<double>& coo, std::mt19937_64& rng) {
+  const Matrix<double> first = ops::versioned(m);
+  for (const double share : {0.0, 0.001, 0.01, 0.1}) {
+    // share 0: one entry, each version made from the last (a growing chain).
+    const std::size_t k = share == 0.0 ? 1 : std::max<std::size_t>(1, static_cast<std::size_t>(share * coo.nnz()));
+    const int reps = share == 0.0 ? 9 : 3;
+    Coo<double> u = mixed_batch(coo, k, rng);
+    std::vector<double> tv, te;
+    ops::EditStats st;
+    Matrix<double> last = first;
+    for (int rep = 0; rep < reps; ++rep) {
+      if (share == 0.0) u = mixed_batch(coo, 1, rng);  // a random position, mostly absent
+      auto t0 = Clock::now();
+      const Matrix<double> v = ops::edit_version(share == 0.0 ? last : first, u, ops::EditMode::set, &st);
+      if (share == 0.0) last = v;
+      tv.push_back(us_since(t0));
+      t0 = Clock::now();
+      const Matrix<double> e = ops::edit(m, u, ops::EditMode::set);
+      te.push_back(us_since(t0));
+      if (share != 0.0 && e.nnz() != v.nnz()) std::fprintf(stderr, "%s: version and edit disagree on nnz\n", name.c_str());
+    }
+    char row[256];
+    std::snprintf(row, sizeof row, "| %s | %llu | %s | %zu | %.0f | %.0f | %.2f | %.2f%% |", name.c_str(),
+                  static_cast<unsigned long long>(coo.nnz()), share == 0.0 ? "1 entry" : (std::to_string(share * 100).substr(0, 4) + "%").c_str(), u.nnz(), median(tv), median(te),
+                  median(te) / median(tv), 100.0 * static_cast<double>(st.bytes_written) / static_cast<double>(m.pool_bytes()));
+    version_rows.push_back(row);
+  }
+}
+
 void bench(const std::string& name, const Coo<double>& coo, int inserts, std::mt19937_64& rng) {
   Matrix<double> m = build_matrix(coo);
+  bench_versions(name, m, coo, rng);
   CsrArrays csr = csr_of(to_csr(m));
   std::uniform_int_distribution<index_t> rr(0, coo.rows - 1), cc(0, coo.cols - 1);
   // Inserts at random positions (mostly absent), each into the last result.
@@ -135,19 +189,8 @@ void bench(const std::string& name, const Coo<double>& coo, int inserts, std::mt
   }
   if (m.nnz() != csr.col.size()) std::fprintf(stderr, "%s: HiSparse and CSR disagree on nnz\n", name.c_str());
   // A batch of 1%: half on present positions.
-  Coo<double> u;
-  u.rows = coo.rows;
-  u.cols = coo.cols;
   const std::size_t k = std::max<std::size_t>(1, m.nnz() / 100);
-  std::uniform_int_distribution<std::size_t> pick(0, coo.nnz() - 1);
-  for (std::size_t i = 0; i < k; ++i) {
-    if (i % 2) {
-      const std::size_t e = pick(rng);
-      u.push(coo.row[e], coo.col[e], 1.0 + i);
-    } else {
-      u.push(rr(rng), cc(rng), 1.0 + i);
-    }
-  }
+  const Coo<double> u = mixed_batch(coo, k, rng);
   std::vector<double> b_h, b_c;
   for (int rep = 0; rep < 3; ++rep) {
     auto t0 = Clock::now();
@@ -200,6 +243,12 @@ int main(int argc, char** argv) {
       }
     }
     for (const auto& spec : families) bench(spec, gen::generate_coo<double>(gen::parse_spec(spec)), inserts, rng);
+    std::printf("\nPersistent edits: a batch (set, half present) as a new version of the family's first version "
+                "(ops::edit_version) against a new pool (ops::edit); median of 3, microseconds; new bytes: what the "
+                "version adds to the family, over the matrix's pool bytes\n\n"
+                "| matrix | nnz | batch | updates | edit_version (us) | edit (us) | edit / edit_version | new bytes |\n"
+                "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    for (const auto& row : version_rows) std::printf("%s\n", row.c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "hisparse-edit-bench: %s\n", e.what());
     return 1;
