@@ -24,6 +24,7 @@
 #include "hisparse/ops/add_reference.hpp"
 #include "hisparse/ops/context.hpp"
 #include "hisparse/ops/copy_gpu.hpp"
+#include "hisparse/ops/edit.hpp"
 #include "hisparse/ops/spmv_gpu.hpp"
 #include "hisparse/ops/spmv_reference.hpp"
 #include "support/matrices_dir.hpp"
@@ -192,6 +193,43 @@ TEST(ContextGpu, OpsOnAContextEqualTheirCallLocalForms) {
               "random " + std::to_string(rows) + "x" + std::to_string(cols) + " d " + std::to_string(d));
   }
   EXPECT_GT(ctx.cached_entries(), 0u);
+}
+
+// Versions of one family (ops::edit_version) go to the GPU as their own nodes
+// in the builder's layout, and every GPU op on them equals the host's.
+TEST(ContextGpu, VersionsUploadAsTheirOwnNodes) {
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  ops::Context ctx;
+  for (const char* name : {"bcsstk13.mtx", "crack.mtx", "rajat01.mtx"}) {
+    SCOPED_TRACE(name);
+    const Coo<double> coo = read_matrix_market<double>(matrices_dir() / name);
+    const Matrix<double> v0 = ops::versioned(build_matrix(coo));
+    // Two branches from v0: an add of a companion's entries, a removal of some of v0's.
+    const Matrix<double> v1 = ops::edit_version(v0, companion(coo, rng), ops::EditMode::add);
+    Coo<double> gone{coo.rows, coo.cols, {}, {}, {}};
+    for (std::size_t i = 0; i < coo.nnz(); i += 7) gone.push(coo.row[i], coo.col[i], 0.0);
+    const Matrix<double> v2 = ops::edit_version(v0, gone, ops::EditMode::remove);
+    ASSERT_EQ(v1.content().arena, v0.content().arena);
+    ASSERT_EQ(v2.content().arena, v0.content().arena);
+    for (const Matrix<double>* v : {&v0, &v1, &v2}) {
+      const auto own = compacted(v->content());
+      const Matrix<double> back = DeviceMatrix<double>(*v).download();
+      ASSERT_EQ(back.pool_bytes(), own->pool.size());
+      ASSERT_EQ(0, std::memcmp(back.content().pool.data(), own->pool.data(), own->pool.size()));
+    }
+    const Matrix<double> sum = ops::add(ctx, DeviceMatrix<double>(v1), DeviceMatrix<double>(v2), 1.0, -1.0).download();
+    const Matrix<double> want = ops::add_reference(v1, v2, 1.0, -1.0);
+    // The GPU add lays its nodes out in the order it makes them: same nodes, entries and bits.
+    validate(sum.content());
+    ASSERT_EQ(sum.pool_bytes(), want.pool_bytes());
+    const Coo<double> got_entries = to_coo(sum), want_entries = to_coo(want);
+    ASSERT_EQ(got_entries.row, want_entries.row);
+    ASSERT_EQ(got_entries.col, want_entries.col);
+    EXPECT_EQ(0, std::memcmp(got_entries.val.data(), want_entries.val.data(), want_entries.val.size() * sizeof(double)));
+    check_ops(ctx, v1, v2, rng, std::string(name) + " versions");
+  }
 }
 
 TEST(ContextGpu, AnAllocatorSeesEveryAllocationReturned) {
