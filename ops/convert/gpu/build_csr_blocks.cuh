@@ -1,5 +1,6 @@
 #pragma once
-// The CSR path of the GPU build: one thread block per block row of d rows.
+// The CSR path of the GPU build: one thread block per block row of d rows
+// that the warp kernel (build_csr_warps.cuh, run first) leaves.
 //
 // A CSR whose rows are sorted (strictly: no duplicates) needs no global sort:
 // each block row's entries, at most csr_block_capacity of them, are sorted by
@@ -20,6 +21,7 @@
 
 #include <optional>
 
+#include "build_csr_warps.cuh"
 #include "build_skeleton.cuh"
 
 namespace hisparse::ops::convert_detail {
@@ -31,28 +33,6 @@ inline constexpr u32 csr_small_items = 4;
 inline constexpr u32 csr_block_items = 16;
 inline constexpr u32 csr_block_capacity = csr_block_threads * csr_block_items;
 
-template <class V, class I>
-struct CsrBlockArgs {
-  const I* row_ptr;
-  const I* col;
-  const V* val;
-  u64 rows, cols, segments;
-  u32 b, upper_levels;
-  // pass 1
-  unsigned* fallback;
-  unsigned long long* leaf_counter;
-  u32* seg_base;  // per block row: its first leaf index
-  u64* leaf_key_lo;
-  u64* leaf_key_hi;
-  u32* leaf_count;
-  // pass 2
-  const u32* linv;
-  const std::uint8_t* ltype;
-  const u32* lcount;
-  const u64* loff;
-  u64 leaf_base;
-  std::byte* pool;
-};
 
 // One block row per iteration. Entries are loaded blocked (thread t holds
 // entries t·X .. t·X + X - 1, in CSR order) and sorted stably by (leaf column
@@ -77,6 +57,7 @@ __global__ void __launch_bounds__(csr_block_threads) csr_block_rows_kernel(CsrBl
   __shared__ u32 base_s;
   const u32 b = a.b, d = 1u << b;
   for (u64 s = blockIdx.x; s < a.segments; s += gridDim.x) {
+    if (a.taken[s]) continue;  // the warp kernel's (uniform across the block)
     const u64 r0 = s << b;
     const u32 nr = static_cast<u32>(a.rows - r0 < d ? a.rows - r0 : d);
     // Which kernel size takes this block row: two loads decide (the other
@@ -194,8 +175,18 @@ __global__ void __launch_bounds__(csr_block_threads) csr_block_rows_kernel(CsrBl
   }
 }
 
+template <class V, class I, CsrWarpPass Pass>
+void launch_csr_warp_rows(WorkMemory& w, const CsrBlockArgs<V, I>& a) {
+  constexpr u64 warps = csr_warp_threads / 32;
+  const u64 blocks = (a.segments + warps - 1) / warps;
+  csr_warp_rows_kernel<V, I, Pass>
+      <<<static_cast<unsigned>(blocks < (1u << 20) ? blocks : (1u << 20)), csr_warp_threads, 0, w.stream()>>>(a);
+  w.check_launch("CSR warp rows kernel");
+}
+
 template <class V, class I, bool Fill>
 void launch_csr_block_rows(WorkMemory& w, const CsrBlockArgs<V, I>& a) {
+  launch_csr_warp_rows<V, I, Fill ? CsrWarpPass::fill : CsrWarpPass::count>(w, a);
   const unsigned grid = static_cast<unsigned>(a.segments < (1u << 20) ? a.segments : (1u << 20));
   csr_block_rows_kernel<V, I, csr_small_items, Fill><<<grid, csr_block_threads, 0, w.stream()>>>(a);
   csr_block_rows_kernel<V, I, csr_block_items, Fill><<<grid, csr_block_threads, 0, w.stream()>>>(a);
@@ -217,15 +208,28 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   k.L = L;
   k.key_hi = 2 * b * (L - 1) > 64;
   Array<unsigned> fallback(w, 1);
-  Array<unsigned long long> counter(w, 1);
+  Array<unsigned long long> counter(w, 1), totals(w, 2);
   cuda_check(cudaMemsetAsync(fallback.get(), 0, sizeof(unsigned), st), "cudaMemsetAsync");
   cuda_check(cudaMemsetAsync(counter.get(), 0, sizeof(unsigned long long), st), "cudaMemsetAsync");
-  Array<u32> seg_base(w, segments), count_by_leaf(w, n);
-  k.klo = Array<u64>(w, n);  // room for a leaf per entry; NL are used
-  if (k.key_hi) k.khi = Array<u64>(w, n);
+  cuda_check(cudaMemsetAsync(totals.get(), 0, 2 * sizeof(unsigned long long), st), "cudaMemsetAsync");
+  Array<u32> seg_base(w, segments);
+  Array<std::uint8_t> taken(w, segments);
+  Array<u64> seg_cmin(w, segments), seg_present(w, segments);
   CsrBlockArgs<V, I> a{in.row_ptr, in.col, in.val, in.rows, in.cols, segments, b, L - 1,
-                       fallback.get(), counter.get(), seg_base.get(), k.klo.get(), k.key_hi ? k.khi.get() : nullptr,
-                       count_by_leaf.get(), nullptr, nullptr, nullptr, nullptr, 0, nullptr};
+                       fallback.get(), counter.get(), seg_base.get(), nullptr, nullptr, nullptr,
+                       totals.get(), taken.get(), seg_cmin.get(), seg_present.get(),
+                       nullptr, nullptr, nullptr, nullptr, 0, nullptr};
+  launch_csr_warp_rows<V, I, CsrWarpPass::scout>(w, a);
+  if (read_back(w, fallback.get(), "read CSR fallback") != 0) return std::nullopt;
+  // Room for the warp kernel's leaves and a leaf per entry of the other block rows.
+  const u64 room = read_back(w, totals.get(), "read CSR leaf totals") + read_back(w, totals.get() + 1, "read CSR leaf totals");
+  w.phase("CSR rows scouted");
+  Array<u32> count_by_leaf(w, room);
+  k.klo = Array<u64>(w, room);
+  if (k.key_hi) k.khi = Array<u64>(w, room);
+  a.leaf_key_lo = k.klo.get();
+  a.leaf_key_hi = k.key_hi ? k.khi.get() : nullptr;
+  a.leaf_count = count_by_leaf.get();
   launch_csr_block_rows<V, I, false>(w, a);
   if (read_back(w, fallback.get(), "read CSR fallback") != 0) return std::nullopt;
   k.NL = read_back(w, counter.get(), "read leaf count");
@@ -240,6 +244,7 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   if (k.coow_nodes) return std::nullopt;
   DeviceBytes pool(k.bytes);
   cuda_check(cudaMemsetAsync(pool.get(), 0, k.bytes, st), "cudaMemsetAsync(pool)");
+  w.phase("pool allocated");
   a.linv = k.linv.get();
   a.ltype = k.ltype.get();
   a.lcount = k.lcount.get();

@@ -1,0 +1,183 @@
+#pragma once
+// The CSR path's fast case (build_csr_blocks.cuh runs it first): a warp per
+// block row whose entries fall in at most 64 leaf columns (a banded matrix's
+// block row touches three), with no sort and no block barrier.
+//
+// In a CSR with sorted rows, a leaf's entries appear in CSR order exactly in
+// the leaf's row-major order, so an entry's rank in its leaf is the number of
+// entries of the same leaf column before it in the block row. The warp
+// streams the block row's entries 32 at a time: __match_any_sync groups the
+// lanes of one leaf column, a running count per leaf column (shared memory)
+// gives each lane its rank. Pass 1 counts (leaves, their tree keys and entry
+// counts; the leaf columns present and the smallest one kept per block row),
+// pass 2 writes every entry at its rank. The block kernels skip the block rows
+// taken here (`taken`) and keep the rest: a block row over 64 leaf columns.
+// A first pass (the scout) checks every block row it can take (rows sorted,
+// indices in range) and counts its leaves, so that the leaf arrays are
+// allocated for the leaves there are, not for one per entry.
+#include "build_kernels.cuh"
+
+namespace hisparse::ops::convert_detail {
+
+inline constexpr int csr_warp_threads = 256;
+inline constexpr u32 csr_warp_span = 64;  // leaf columns a warp's block row may span
+
+// Both CSR kernels' arguments.
+template <class V, class I>
+struct CsrBlockArgs {
+  const I* row_ptr;
+  const I* col;
+  const V* val;
+  u64 rows, cols, segments;
+  u32 b, upper_levels;
+  // pass 1
+  unsigned* fallback;
+  unsigned long long* leaf_counter;
+  u32* seg_base;  // per block row: its first leaf index
+  u64* leaf_key_lo;
+  u64* leaf_key_hi;
+  u32* leaf_count;
+  // the warp kernel's block rows, per block row (its scout writes them)
+  unsigned long long* totals;  // the scout's: leaves of its block rows, entries of the others
+  std::uint8_t* taken;  // 1 where the warp kernel builds it (or it has no entries)
+  u64* cmin;            // its smallest leaf column
+  u64* present;         // bit j: leaf column cmin + j has entries
+  // pass 2
+  const u32* linv;
+  const std::uint8_t* ltype;
+  const u32* lcount;
+  const u64* loff;
+  u64 leaf_base;
+  std::byte* pool;
+};
+
+// The row (in [0, nr)) of entry e, from the block row's row pointers rp[0..nr].
+__device__ inline u32 row_of(const u64* rp, u32 nr, u64 e) {
+  u32 lo = 0, hi = nr;  // rp[lo] <= e < rp[hi]
+  while (hi - lo > 1) {
+    const u32 mid = (lo + hi) / 2;
+    if (rp[mid] <= e) lo = mid;
+    else hi = mid;
+  }
+  return lo;
+}
+
+// What a launch of the warp kernel does: scout (check the rows, choose the
+// block rows it takes, count their leaves and the other block rows' entries:
+// the leaf arrays' size), count (the leaves' tree keys and entry counts) or
+// fill (every entry at its rank).
+enum class CsrWarpPass { scout, count, fill };
+
+template <class V, class I, CsrWarpPass Pass>
+__global__ void __launch_bounds__(csr_warp_threads) csr_warp_rows_kernel(CsrBlockArgs<V, I> a) {
+  constexpr bool scout = Pass == CsrWarpPass::scout, fill = Pass == CsrWarpPass::fill;
+  constexpr u32 warps = csr_warp_threads / 32;
+  __shared__ u64 rp_all[warps][257];
+  __shared__ u32 count_all[warps][csr_warp_span];
+  const u32 warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const unsigned full = 0xFFFFFFFFu, lower = (1u << lane) - 1u;
+  u64* rp = rp_all[warp];
+  u32* count = count_all[warp];
+  const u32 b = a.b, d = 1u << b;
+  for (u64 s = u64(blockIdx.x) * warps + warp; s < a.segments; s += u64(gridDim.x) * warps) {
+    if (!scout && !a.taken[s]) continue;  // uniform across the warp
+    const u64 r0 = s << b;
+    const u32 nr = static_cast<u32>(a.rows - r0 < d ? a.rows - r0 : d);
+    for (u32 i = lane; i <= nr; i += 32) rp[i] = static_cast<u64>(a.row_ptr[r0 + i]);
+    count[lane] = 0;
+    count[lane + 32] = 0;
+    __syncwarp();
+    const u64 e0 = rp[0], m = rp[nr] - e0;
+    u64 cmin;
+    if (!scout) {
+      cmin = a.cmin[s];
+    } else {
+      // The leaf columns' range from each row's first and last entry (rows sorted; checked below).
+      u64 lo = ~u64{0}, hi = 0;
+      for (u32 r = lane; r < nr; r += 32)
+        if (rp[r + 1] > rp[r]) {
+          const u64 first = static_cast<u64>(a.col[rp[r]]) >> b, last = static_cast<u64>(a.col[rp[r + 1] - 1]) >> b;
+          lo = first < lo ? first : lo;
+          hi = last > hi ? last : hi;
+        }
+      for (int o = 16; o > 0; o /= 2) {
+        const u64 l2 = __shfl_xor_sync(full, lo, o), h2 = __shfl_xor_sync(full, hi, o);
+        lo = l2 < lo ? l2 : lo;
+        hi = h2 > hi ? h2 : hi;
+      }
+      if (m == 0 || hi - lo >= csr_warp_span) {  // no leaves, or the block kernels' case
+        if (lane == 0) {
+          a.taken[s] = m == 0;
+          a.present[s] = 0;
+          a.cmin[s] = 0;
+          if (m) atomicAdd(a.totals + 1, static_cast<unsigned long long>(m));
+        }
+        __syncwarp();
+        continue;
+      }
+      cmin = lo;
+    }
+    const u64 present = scout ? 0 : a.present[s];
+    u64 seen = 0;  // scout: the leaf columns met
+    bool bad = false;
+    for (u64 c0 = 0; c0 < m; c0 += 32) {
+      const u64 k = c0 + lane;
+      const bool valid = k < m;
+      const u64 e = e0 + (valid ? k : 0);
+      const u32 row = fill || scout ? row_of(rp, nr, e) : 0;
+      const I c = valid ? a.col[e] : I(0);
+      u32 j = 0xFFFFFFFFu;  // leaf column - cmin; invalid lanes group apart
+      if (valid) {
+        const u64 lc = static_cast<u64>(c) >> b;
+        const bool inside = lc >= cmin && lc - cmin < csr_warp_span;
+        if (scout) bad |= !index_ok(c, a.cols) || (e > rp[row] && !(a.col[e - 1] < c)) || !inside;
+        j = inside ? static_cast<u32>(lc - cmin) : 0xFFFFFFFEu;
+      }
+      if (scout) {
+        if (valid && j < csr_warp_span) seen |= u64{1} << j;
+        continue;
+      }
+      const unsigned group = __match_any_sync(full, j);
+      const bool counted = valid && j < csr_warp_span;
+      const u32 rank = counted ? count[j] + __popc(group & lower) : 0;
+      __syncwarp();
+      if (counted && (group & lower) == 0) count[j] += __popc(group);
+      __syncwarp();
+      if (fill && counted) {
+        const u32 t = a.linv[a.seg_base[s] + __popcll(present & ((u64{1} << j) - 1))];
+        write_node_entry<V>(a.pool + a.leaf_base + a.loff[t], static_cast<NodeType>(a.ltype[t]), a.lcount[t], rank, b,
+                            true, row, static_cast<u32>(static_cast<u64>(c) & (d - 1)), a.val[e]);
+      }
+    }
+    if (scout) {
+      for (int o = 16; o > 0; o /= 2) seen |= __shfl_xor_sync(full, seen, o);
+      if (__any_sync(full, bad)) {
+        if (lane == 0) atomicOr(a.fallback, 2u);
+      } else if (lane == 0) {
+        a.taken[s] = 1;
+        a.cmin[s] = cmin;
+        a.present[s] = seen;
+        atomicAdd(a.totals, static_cast<unsigned long long>(__popcll(seen)));
+      }
+    } else if (!fill) {
+      u32 first = 0;
+      if (lane == 0) {
+        first = static_cast<u32>(atomicAdd(a.leaf_counter, static_cast<unsigned long long>(__popcll(present))));
+        a.seg_base[s] = first;
+      }
+      first = __shfl_sync(full, first, 0);
+      for (u32 j = lane; j < csr_warp_span; j += 32) {
+        if (!((present >> j) & 1u)) continue;
+        const u32 slot = first + __popcll(present & ((u64{1} << j) - 1));
+        u64 khi, klo;
+        leaf_tree_key(s, cmin + j, b, a.upper_levels, khi, klo);
+        a.leaf_key_lo[slot] = klo;
+        if (a.leaf_key_hi) a.leaf_key_hi[slot] = khi;
+        a.leaf_count[slot] = count[j];
+      }
+    }
+    __syncwarp();  // rp and count are reused by the next block row
+  }
+}
+
+}  // namespace hisparse::ops::convert_detail
