@@ -214,7 +214,7 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   cuda_check(cudaMemsetAsync(totals.get(), 0, 2 * sizeof(unsigned long long), st), "cudaMemsetAsync");
   Array<u32> seg_base(w, segments);
   Array<std::uint8_t> taken(w, segments);
-  Array<u64> seg_cmin(w, segments), seg_present(w, segments);
+  Array<u64> seg_cmin(w, segments), seg_present(w, segments * csr_span_words);
   CsrBlockArgs<V, I> a{in.row_ptr, in.col, in.val, in.rows, in.cols, segments, b, L - 1,
                        fallback.get(), counter.get(), seg_base.get(), nullptr, nullptr, nullptr,
                        totals.get(), taken.get(), seg_cmin.get(), seg_present.get(),

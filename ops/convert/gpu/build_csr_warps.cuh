@@ -1,6 +1,6 @@
 #pragma once
 // The CSR path's fast case (build_csr_blocks.cuh runs it first): a warp per
-// block row whose entries fall in at most 64 leaf columns (a banded matrix's
+// block row whose entries fall in at most 256 leaf columns (a banded matrix's
 // block row touches three), with no sort and no block barrier.
 //
 // In a CSR with sorted rows, a leaf's entries appear in CSR order exactly in
@@ -11,7 +11,8 @@
 // gives each lane its rank. Pass 1 counts (leaves, their tree keys and entry
 // counts; the leaf columns present and the smallest one kept per block row),
 // pass 2 writes every entry at its rank. The block kernels skip the block rows
-// taken here (`taken`) and keep the rest: a block row over 64 leaf columns.
+// taken here (`taken`) and keep the rest: a block row over 256 leaf columns
+// (a 2D Laplacian 4096² spans 66, a 27-point stencil 150³ ~350).
 // A first pass (the scout) checks every block row it can take (rows sorted,
 // indices in range) and counts its leaves, so that the leaf arrays are
 // allocated for the leaves there are, not for one per entry.
@@ -20,7 +21,8 @@
 namespace hisparse::ops::convert_detail {
 
 inline constexpr int csr_warp_threads = 256;
-inline constexpr u32 csr_warp_span = 64;  // leaf columns a warp's block row may span
+inline constexpr u32 csr_warp_span = 256;  // leaf columns a warp's block row may span
+inline constexpr u32 csr_span_words = csr_warp_span / 64;
 
 // Both CSR kernels' arguments.
 template <class V, class I>
@@ -41,7 +43,7 @@ struct CsrBlockArgs {
   unsigned long long* totals;  // the scout's: leaves of its block rows, entries of the others
   std::uint8_t* taken;  // 1 where the warp kernel builds it (or it has no entries)
   u64* cmin;            // its smallest leaf column
-  u64* present;         // bit j: leaf column cmin + j has entries
+  u64* present;         // csr_span_words per block row: bit j = leaf column cmin + j has entries
   // pass 2
   const u32* linv;
   const std::uint8_t* ltype;
@@ -50,6 +52,17 @@ struct CsrBlockArgs {
   u64 leaf_base;
   std::byte* pool;
 };
+
+// How many of the leaf columns before j (j <= csr_warp_span) have entries:
+// the leaf's index in its block row.
+__device__ inline u32 leaf_rank(const u64* present, u32 j) {
+  u32 r = 0;
+  for (u32 q = 0; q < csr_span_words; ++q) {
+    if (j >= 64 * (q + 1)) r += __popcll(present[q]);
+    else if (j > 64 * q) r += __popcll(present[q] & ((u64{1} << (j - 64 * q)) - 1));
+  }
+  return r;
+}
 
 // The row (in [0, nr)) of entry e, from the block row's row pointers rp[0..nr].
 __device__ inline u32 row_of(const u64* rp, u32 nr, u64 e) {
@@ -74,18 +87,20 @@ __global__ void __launch_bounds__(csr_warp_threads) csr_warp_rows_kernel(CsrBloc
   constexpr u32 warps = csr_warp_threads / 32;
   __shared__ u64 rp_all[warps][257];
   __shared__ u32 count_all[warps][csr_warp_span];
+  __shared__ u64 present_all[warps][csr_span_words];
   const u32 warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const unsigned full = 0xFFFFFFFFu, lower = (1u << lane) - 1u;
   u64* rp = rp_all[warp];
   u32* count = count_all[warp];
+  u64* present = present_all[warp];
   const u32 b = a.b, d = 1u << b;
   for (u64 s = u64(blockIdx.x) * warps + warp; s < a.segments; s += u64(gridDim.x) * warps) {
     if (!scout && !a.taken[s]) continue;  // uniform across the warp
     const u64 r0 = s << b;
     const u32 nr = static_cast<u32>(a.rows - r0 < d ? a.rows - r0 : d);
     for (u32 i = lane; i <= nr; i += 32) rp[i] = static_cast<u64>(a.row_ptr[r0 + i]);
-    count[lane] = 0;
-    count[lane + 32] = 0;
+    for (u32 j = lane; j < csr_warp_span; j += 32) count[j] = 0;
+    if (lane < csr_span_words) present[lane] = scout ? 0 : a.present[s * csr_span_words + lane];
     __syncwarp();
     const u64 e0 = rp[0], m = rp[nr] - e0;
     u64 cmin;
@@ -108,7 +123,7 @@ __global__ void __launch_bounds__(csr_warp_threads) csr_warp_rows_kernel(CsrBloc
       if (m == 0 || hi - lo >= csr_warp_span) {  // no leaves, or the block kernels' case
         if (lane == 0) {
           a.taken[s] = m == 0;
-          a.present[s] = 0;
+          for (u32 q = 0; q < csr_span_words; ++q) a.present[s * csr_span_words + q] = 0;
           a.cmin[s] = 0;
           if (m) atomicAdd(a.totals + 1, static_cast<unsigned long long>(m));
         }
@@ -117,8 +132,7 @@ __global__ void __launch_bounds__(csr_warp_threads) csr_warp_rows_kernel(CsrBloc
       }
       cmin = lo;
     }
-    const u64 present = scout ? 0 : a.present[s];
-    u64 seen = 0;  // scout: the leaf columns met
+    u64 seen[csr_span_words] = {};  // scout: the leaf columns met
     bool bad = false;
     for (u64 c0 = 0; c0 < m; c0 += 32) {
       const u64 k = c0 + lane;
@@ -134,7 +148,7 @@ __global__ void __launch_bounds__(csr_warp_threads) csr_warp_rows_kernel(CsrBloc
         j = inside ? static_cast<u32>(lc - cmin) : 0xFFFFFFFEu;
       }
       if (scout) {
-        if (valid && j < csr_warp_span) seen |= u64{1} << j;
+        if (valid && j < csr_warp_span) seen[j / 64] |= u64{1} << (j % 64);
         continue;
       }
       const unsigned group = __match_any_sync(full, j);
@@ -144,31 +158,35 @@ __global__ void __launch_bounds__(csr_warp_threads) csr_warp_rows_kernel(CsrBloc
       if (counted && (group & lower) == 0) count[j] += __popc(group);
       __syncwarp();
       if (fill && counted) {
-        const u32 t = a.linv[a.seg_base[s] + __popcll(present & ((u64{1} << j) - 1))];
+        const u32 t = a.linv[a.seg_base[s] + leaf_rank(present, j)];
         write_node_entry<V>(a.pool + a.leaf_base + a.loff[t], static_cast<NodeType>(a.ltype[t]), a.lcount[t], rank, b,
                             true, row, static_cast<u32>(static_cast<u64>(c) & (d - 1)), a.val[e]);
       }
     }
     if (scout) {
-      for (int o = 16; o > 0; o /= 2) seen |= __shfl_xor_sync(full, seen, o);
+      u32 leaves = 0;
+      for (u32 q = 0; q < csr_span_words; ++q) {
+        for (int o = 16; o > 0; o /= 2) seen[q] |= __shfl_xor_sync(full, seen[q], o);
+        leaves += __popcll(seen[q]);
+      }
       if (__any_sync(full, bad)) {
         if (lane == 0) atomicOr(a.fallback, 2u);
       } else if (lane == 0) {
         a.taken[s] = 1;
         a.cmin[s] = cmin;
-        a.present[s] = seen;
-        atomicAdd(a.totals, static_cast<unsigned long long>(__popcll(seen)));
+        for (u32 q = 0; q < csr_span_words; ++q) a.present[s * csr_span_words + q] = seen[q];
+        atomicAdd(a.totals, static_cast<unsigned long long>(leaves));
       }
     } else if (!fill) {
       u32 first = 0;
       if (lane == 0) {
-        first = static_cast<u32>(atomicAdd(a.leaf_counter, static_cast<unsigned long long>(__popcll(present))));
+        first = static_cast<u32>(atomicAdd(a.leaf_counter, static_cast<unsigned long long>(leaf_rank(present, csr_warp_span))));
         a.seg_base[s] = first;
       }
       first = __shfl_sync(full, first, 0);
       for (u32 j = lane; j < csr_warp_span; j += 32) {
-        if (!((present >> j) & 1u)) continue;
-        const u32 slot = first + __popcll(present & ((u64{1} << j) - 1));
+        if (!((present[j / 64] >> (j % 64)) & 1u)) continue;
+        const u32 slot = first + leaf_rank(present, j);
         u64 khi, klo;
         leaf_tree_key(s, cmin + j, b, a.upper_levels, khi, klo);
         a.leaf_key_lo[slot] = klo;
