@@ -92,7 +92,8 @@ void add_edit_command(CLI::App& app) {
   add_wide_nodes_flags(sub, opt->wide);
   sub->add_flag("--stats", opt->stats,
                 "make the edit a persistent one (a new version sharing A's untouched nodes; OUT is the same) and "
-                "report the entries and nodes it changed and the bytes the version shares with A");
+                "report the entries and nodes it changed and the bytes the version shares with A (A's pool and "
+                "the version's new nodes must fit the 4 GiB a version family addresses)");
   sub->callback([opt] {
     check_extension(opt->out, "output file");
     if (std::filesystem::path(opt->updates).extension() != ".mtx")

@@ -78,10 +78,14 @@ class Editor : public EditCore<V> {
     const bool any = visit(c_.root(), 0, batch, LocalCoord{0, 0});
     const std::uint64_t bytes = new_bytes();
     NodeArena& arena = *c_.arena;
+    // Everything that can throw comes before the append: afterwards only
+    // writes into the room it handed out.
+    auto out = result();
+    coords_.reserve(std::size_t{1} << (2 * b_));
+    refs_.reserve(std::size_t{1} << (2 * b_));
     const std::uint64_t at = arena.append(bytes);  // LimitError past 4 GiB, nothing written
     place(at);
     write_all(arena.data());
-    auto out = result();
     out->arena = c_.arena;
     out->version_root = new_root(any);
     out->pool = AlignedBuffer::view(c_.arena, arena.data(), at + bytes);

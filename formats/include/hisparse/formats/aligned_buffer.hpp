@@ -38,9 +38,11 @@ class AlignedBuffer {
   }
   AlignedBuffer(AlignedBuffer&& o) noexcept : data_(std::move(o.data_)), size_(o.size_) { o.size_ = 0; }
   AlignedBuffer& operator=(AlignedBuffer&& o) noexcept {
-    data_ = std::move(o.data_);
-    size_ = o.size_;
-    o.size_ = 0;
+    if (this != &o) {
+      data_ = std::move(o.data_);
+      size_ = o.size_;
+      o.size_ = 0;
+    }
     return *this;
   }
 

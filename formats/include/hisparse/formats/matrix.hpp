@@ -95,6 +95,9 @@ class Matrix {
   [[nodiscard]] V scale() const { return scale_; }
   [[nodiscard]] const Content<V>& content() const { return *content_; }
   [[nodiscard]] const std::shared_ptr<const Content<V>>& content_ptr() const { return content_; }
+  // A version's pool is its view of its family (other versions' nodes
+  // included; another thread may be writing the newest of them): compare or
+  // copy versions through compacted(), never by their pool bytes.
   [[nodiscard]] std::uint64_t pool_bytes() const { return content_->pool.size(); }
 
   [[nodiscard]] Matrix transpose() const { return Matrix(content_, !transposed_, scale_); }

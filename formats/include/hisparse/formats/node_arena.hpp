@@ -11,6 +11,12 @@
 // existing version can reach, so versions read their nodes without locks
 // while another thread appends; appends themselves are serialised.
 //
+// Memory is committed as on any Linux allocation: with the default
+// overcommit an append does not fail when memory runs short (the pages are
+// only backed when written), with strict overcommit it is refused with an
+// Error. Each family holds 4 GiB of address space, so a process limited by
+// `ulimit -v` holds few families.
+//
 // Nodes are immutable once appended and are freed with the arena, when the
 // last version of the family goes; a version that should outlive the nodes
 // its family no longer needs is compacted (compacted(), ops::copy_reference)

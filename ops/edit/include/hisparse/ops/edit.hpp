@@ -72,8 +72,11 @@ Matrix<V> edit(const Matrix<V>& a, const Coo<V>& updates, EditMode mode, EditSta
 // scaled matrix) a = edit(a, ...). Either way the pool is what edit makes,
 // byte for byte; stats->in_place says which happened. A version of a family
 // is never rewritten where it is (its nodes are shared): a = edit_version(a,
-// ...), so it stays in its family. Errors as edit's, with `a` unchanged. Not
-// thread-safe against another thread copying `a`.
+// ...), which keeps it in its family (except set or add on a scaled version,
+// materialized first: a new family) and whose compacted() pool is edit's.
+// Each such call appends to the family: a loop of them is a growing log (a
+// LimitError at 4 GiB; compact to start again). Errors as edit's, with `a`
+// unchanged. Not thread-safe against another thread copying `a`.
 template <class V>
 void edit_in_place(Matrix<V>& a, const Coo<V>& updates, EditMode mode, EditStats* stats = nullptr);
 
@@ -107,7 +110,8 @@ Matrix<V> edit_version(const Matrix<V>& a, const Coo<V>& updates, EditMode mode,
 struct SharedBytes {
   std::uint64_t a = 0;       // bytes of A's nodes (those its root reaches)
   std::uint64_t b = 0;       // of B's
-  std::uint64_t shared = 0;  // of the nodes both reach (0 unless A and B are versions of one family)
+  std::uint64_t shared = 0;  // of the nodes both reach: A and B versions of one family, or one content
+                             // (A and its transpose share everything); 0 for different pools
 };
 template <class V>
 SharedBytes shared_bytes(const Matrix<V>& a, const Matrix<V>& b);
