@@ -76,27 +76,36 @@ std::uint64_t total(const std::unordered_map<std::uint32_t, std::uint64_t>& node
   return n;
 }
 
+// The walk behind edit (a new pool) and edit_version (a new version in the
+// family); the updates are checked by the caller.
+template <class V>
+Matrix<V> walk(const Matrix<V>& a_in, const Coo<V>& updates, EditMode mode, EditStats* stats, bool version) {
+  const Matrix<V> base = edit_detail::edit_base(a_in, mode);
+  const Matrix<V> a = version ? versioned(base) : base;
+  EditStats local;
+  Editor<V> editor(a.content(), mode, local);
+  const std::vector<Update<V>> batch = tree_order(editor, a, updates);
+  auto content = version ? editor.run_version(batch) : editor.run(batch);
+  if (stats) *stats = local;
+  return Matrix<V>(std::move(content), a.transposed(), a.scale());
+}
+
 }  // namespace
 
 template <class V>
-Matrix<V> edit(const Matrix<V>& a_in, const Coo<V>& updates, EditMode mode, EditStats* stats) {
-  edit_detail::check_updates(a_in, updates);
-  const Matrix<V> a = edit_detail::edit_base(a_in, mode);
-  EditStats local;
-  Editor<V> editor(a.content(), mode, local);
-  auto content = editor.run(tree_order(editor, a, updates));
-  if (stats) *stats = local;
-  return Matrix<V>(std::move(content), a.transposed(), a.scale());
+Matrix<V> edit(const Matrix<V>& a, const Coo<V>& updates, EditMode mode, EditStats* stats) {
+  edit_detail::check_updates(a, updates);
+  return walk(a, updates, mode, stats, false);
 }
 
 template <class V>
 void edit_in_place(Matrix<V>& a, const Coo<V>& updates, EditMode mode, EditStats* stats) {
   edit_detail::check_updates(a, updates);
-  // edit_base would materialize a scaled matrix for set and add: a new pool.
   if (a.content().arena) {  // a version: its nodes are shared with its family
-    a = edit_version(a, updates, mode, stats);
+    a = walk(a, updates, mode, stats, true);
     return;
   }
+  // edit_base would materialize a scaled matrix for set and add: a new pool.
   if (a.content_ptr().use_count() == 1 && (mode == EditMode::remove || a.scale() == V(1))) {
     EditStats local;
     InPlaceEditor<V> editor(a.content(), mode, local);
@@ -111,7 +120,7 @@ void edit_in_place(Matrix<V>& a, const Coo<V>& updates, EditMode mode, EditStats
       return;
     }
   }
-  a = edit(a, updates, mode, stats);
+  a = walk(a, updates, mode, stats, false);
 }
 
 template <class V>
@@ -129,14 +138,9 @@ Matrix<V> versioned(const Matrix<V>& a) {
 }
 
 template <class V>
-Matrix<V> edit_version(const Matrix<V>& a_in, const Coo<V>& updates, EditMode mode, EditStats* stats) {
-  edit_detail::check_updates(a_in, updates);
-  const Matrix<V> a = versioned(edit_detail::edit_base(a_in, mode));
-  EditStats local;
-  Editor<V> editor(a.content(), mode, local);
-  auto content = editor.run_version(tree_order(editor, a, updates));
-  if (stats) *stats = local;
-  return Matrix<V>(std::move(content), a.transposed(), a.scale());
+Matrix<V> edit_version(const Matrix<V>& a, const Coo<V>& updates, EditMode mode, EditStats* stats) {
+  edit_detail::check_updates(a, updates);
+  return walk(a, updates, mode, stats, true);
 }
 
 template <class V>

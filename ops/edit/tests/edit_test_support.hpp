@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "hisparse/formats/coo.hpp"
@@ -89,6 +90,23 @@ Coo<V> block_batch(index_t rows, index_t cols, index_t r0, index_t c0, index_t e
   for (index_t i = r0; i < std::min(rows, r0 + extent); ++i)
     for (index_t j = c0; j < std::min(cols, c0 + extent); ++j) u.push(i, j, random_value<V>(rng));
   return u;
+}
+
+// run(V{}, d, wide, rows, cols) at node sizes 2 to 256, wide and standard, in
+// f32 and in f64 (with rows and columns exchanged), on shapes deep enough for
+// inner levels at every node size; stops at the first fatal failure.
+template <class Run>
+void across_node_sizes(Run run) {
+  for (const std::uint32_t d : {2u, 4u, 16u, 128u, 256u}) {
+    for (const bool wide : {true, false}) {
+      SCOPED_TRACE("d " + std::to_string(d) + (wide ? " wide" : " standard"));
+      const index_t rows = d >= 128 ? 70000 : 3000, cols = d >= 128 ? 900 : 2500;
+      run(float{}, d, wide, rows, cols);
+      if (::testing::Test::HasFatalFailure()) return;
+      run(double{}, d, wide, cols, rows);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
 }
 
 // 1500 random entries and three clustered d x d-ish blocks (dense leaves).

@@ -126,16 +126,10 @@ TEST(Versions, RandomFamiliesMatchModelsAndShareUntouchedNodes) {
   const auto seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
   std::mt19937_64 rng(seed);
-  for (const std::uint32_t d : {2u, 4u, 16u, 128u, 256u}) {
-    for (const bool wide : {true, false}) {
-      SCOPED_TRACE("d " + std::to_string(d) + (wide ? " wide" : " standard"));
-      const index_t rows = d >= 128 ? 70000 : 3000, cols = d >= 128 ? 900 : 2500;
-      random_family<float>(d, wide, rows, cols, rng);
-      if (HasFatalFailure()) return;
-      random_family<double>(d, wide, cols, rows, rng);
-      if (HasFatalFailure()) return;
-    }
-  }
+  across_node_sizes([&](auto value, std::uint32_t d, bool wide, index_t rows, index_t cols) {
+    random_family<decltype(value)>(d, wide, rows, cols, rng);
+  });
+  if (HasFatalFailure()) return;
   random_family<std::complex<double>>(8, true, 700, 500, rng);
 }
 
