@@ -43,7 +43,7 @@ struct Planned {
 template <class V>
 class Editor : public EditCore<V> {
   using Core = EditCore<V>;
-  using Core::b_, Core::depth_, Core::pool_, Core::c_, Core::stats_;
+  using Core::b_, Core::depth_, Core::pool_, Core::c_, Core::stats_, Core::mode_;
   using Core::digits, Core::is_leaf_level, Core::is_wide_level, Core::node_bytes, Core::leaf_entries, Core::wide_of,
       Core::hi_of, Core::lo_of;
   using typename Core::WideEntry;
@@ -135,9 +135,10 @@ class Editor : public EditCore<V> {
       keep(ref, level, pos);
       return true;
     }
-    if (share_ && ref != null_ref) {
-      // A version shares a sub-tree whose updates change nothing (removals
-      // of absent positions) instead of writing it again.
+    if (share_ && ref != null_ref && mode_ == EditMode::remove) {
+      // A version shares a sub-tree whose updates change nothing instead of
+      // writing it again. Only removals can (of absent positions): a set or
+      // an add always counts an insert or an update, so those are not marked.
       const Mark mark = this->mark(level);
       const bool any = merge(ref, level, ups, pos);
       if (changes() != mark.changes) return any;
