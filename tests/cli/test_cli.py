@@ -553,6 +553,35 @@ class Cli(unittest.TestCase):
         self.assertEqual(run("edit", self.path("a.hsp"), self.path("a.hsp"), self.path("bad.hsp"), ok=False).returncode, 2)
         self.assertFalse(os.path.exists(self.path("bad.hsp")))
 
+    def test_edit_gpu(self):
+        """edit --device gpu writes the host edit's bytes in every mode (and --stats reports the GPU version);
+        without a GPU it fails cleanly (exit 1, nothing written)."""
+        rows, cols = 300, 200
+        ea, sa = self.random_matrix(rows, cols, 3000)
+        write_mtx(self.path("a.mtx"), rows, cols, ea)
+        run("convert", self.path("a.mtx"), self.path("a.hsp"), "--node-size", "8", "--device", "host")
+        ups = [((self.rng.randrange(rows), self.rng.randrange(cols)), self.rng.uniform(-1, 1)) for _ in range(200)]
+        ups += [(rc, 0.5) for rc, _ in ups[:20]]  # duplicates: set keeps the last, add sums in order
+        ups += [(rc, 1.0) for rc in list(sa)[:100]]
+        write_mtx(self.path("u.mtx"), rows, cols, ups)
+        probe = run("edit", self.path("a.hsp"), self.path("u.mtx"), self.path("never.hsp"), "--device", "gpu", ok=False)
+        if "no CUDA device" in probe.stderr or "no GPU support" in probe.stderr:
+            self.assertEqual(probe.returncode, 1)
+            self.assertFalse(os.path.exists(self.path("never.hsp")))
+            return
+        self.assertEqual(probe.returncode, 0, probe.stderr)
+        for mode in ["set", "add", "remove"]:
+            run("edit", self.path("a.hsp"), self.path("u.mtx"), self.path("h.hsp"), "--mode", mode, "--device", "host")
+            p = run("edit", self.path("a.hsp"), self.path("u.mtx"), self.path("g.hsp"), "--mode", mode,
+                    "--device", "gpu", "--stats")
+            with open(self.path("h.hsp"), "rb") as f, open(self.path("g.hsp"), "rb") as g:
+                self.assertEqual(f.read(), g.read(), f"{mode}: the GPU edit differs from the host's, seed {self.seed}")
+            m = re.search(r"entries: (\d+) inserted, (\d+) updated, (\d+) removed \((\d+) -> (\d+)\)", p.stdout)
+            self.assertIsNotNone(m, p.stdout)
+            ins, _, rem, n0, n1 = map(int, m.groups())
+            self.assertEqual(n1 - n0, ins - rem, p.stdout)
+            self.assertRegex(p.stdout, r"as a version of A on the GPU: \d+ new bytes")
+
     def test_usage_errors_exit_2(self):
         self.assertEqual(run(ok=False).returncode, 2)
         self.assertEqual(run("frobnicate", ok=False).returncode, 2)

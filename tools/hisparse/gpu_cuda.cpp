@@ -16,6 +16,7 @@
 #include "hisparse/formats/device_matrix.hpp"
 #include "hisparse/ops/add_gpu.hpp"
 #include "hisparse/ops/convert_gpu.hpp"
+#include "hisparse/ops/edit_gpu.hpp"
 #include "hisparse/ops/spmv_gpu.hpp"
 
 namespace hisparse::cli {
@@ -207,6 +208,16 @@ Matrix<V> gpu_build(const Coo<V>& coo, const BuildOptions& options) {
 }
 template Matrix<float> gpu_build(const Coo<float>&, const BuildOptions&);
 template Matrix<double> gpu_build(const Coo<double>&, const BuildOptions&);
+
+template <class V>
+Matrix<V> gpu_edit(const Matrix<V>& a, const Coo<V>& updates, ops::EditMode mode, ops::EditStats* stats) {
+  const DeviceMatrix<V> first = ops::versioned(DeviceMatrix<V>(a));
+  if (fits_int32(updates))
+    return ops::edit_version(first, upload_coo<V, std::int32_t>(updates).view(), mode, nullptr, stats).download();
+  return ops::edit_version(first, upload_coo<V, std::int64_t>(updates).view(), mode, nullptr, stats).download();
+}
+template Matrix<float> gpu_edit(const Matrix<float>&, const Coo<float>&, ops::EditMode, ops::EditStats*);
+template Matrix<double> gpu_edit(const Matrix<double>&, const Coo<double>&, ops::EditMode, ops::EditStats*);
 
 bool gpu_demo(const DemoBuild<float>& a32, const DemoBuild<double>& a64, const BuildOptions& options) {
   cudaDeviceProp prop{};

@@ -27,6 +27,12 @@ Matrix<V> gpu_build(const Coo<V>&, const BuildOptions&) {
 }
 template Matrix<float> gpu_build(const Coo<float>&, const BuildOptions&);
 template Matrix<double> gpu_build(const Coo<double>&, const BuildOptions&);
+template <class V>
+Matrix<V> gpu_edit(const Matrix<V>&, const Coo<V>&, ops::EditMode, ops::EditStats*) {
+  throw Error("this build has no GPU support (configure with -Dcuda=enabled)");
+}
+template Matrix<float> gpu_edit(const Matrix<float>&, const Coo<float>&, ops::EditMode, ops::EditStats*);
+template Matrix<double> gpu_edit(const Matrix<double>&, const Coo<double>&, ops::EditMode, ops::EditStats*);
 }  // namespace hisparse::cli
 
 namespace hisparse::cli {

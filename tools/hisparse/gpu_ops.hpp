@@ -7,6 +7,7 @@
 #include "hisparse/formats/builder.hpp"
 #include "hisparse/formats/coo.hpp"
 #include "hisparse/formats/matrix.hpp"
+#include "hisparse/ops/edit.hpp"
 
 namespace hisparse::cli {
 
@@ -25,6 +26,13 @@ Matrix<V> gpu_add(const Matrix<V>& a, const Matrix<V>& b, V alpha, V beta);
 // 4 GiB limit is too small), leaving nothing allocated.
 template <class V>
 Matrix<V> gpu_build(const Coo<V>& coo, const BuildOptions& options);
+
+// op(A) edited by `updates` on the GPU: A uploaded as the first version of a
+// family, the updates as COO arrays (indices as gpu_build's), ops::edit_version,
+// the new version downloaded (its own nodes: byte for byte the host edit's).
+// stats: the GPU edit's (ops/edit_gpu.hpp).
+template <class V>
+Matrix<V> gpu_edit(const Matrix<V>& a, const Coo<V>& updates, ops::EditMode mode, ops::EditStats* stats);
 
 }  // namespace hisparse::cli
 

@@ -1,5 +1,7 @@
 #include "hisparse/formats/device_matrix.hpp"
 
+#include "hisparse/formats/device_arena.hpp"
+
 #include <atomic>
 #include <complex>
 #include <cstring>
@@ -121,11 +123,71 @@ Matrix<V> DeviceMatrix<V>::download(cudaStream_t stream) const {
   auto c = std::make_shared<Content<V>>();
   c->shape = shape_;
   c->nnz = nnz_;
-  c->pool = AlignedBuffer(pool_.size());
-  cuda_check(cudaMemcpyAsync(c->pool.data(), pool_.get(), pool_.size(), cudaMemcpyDeviceToHost, stream),
+  c->pool = AlignedBuffer(pool_bytes());
+  cuda_check(cudaMemcpyAsync(c->pool.data(), pool(), pool_bytes(), cudaMemcpyDeviceToHost, stream),
              "cudaMemcpyAsync(pool download)");
   cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(pool download)");
-  return Matrix<V>(std::move(c), transposed_, scale_);
+  if (!arena_) return Matrix<V>(std::move(c), transposed_, scale_);
+  // A version: the family's header with this version's root, then only the
+  // nodes that root reaches, in the builder's layout.
+  reinterpret_cast<PoolHeader*>(c->pool.data())->root = root_;
+  return Matrix<V>(compacted(*c), transposed_, scale_);
+}
+
+template <class V>
+const std::byte* DeviceMatrix<V>::pool() const {
+  return arena_ ? arena_->data() : pool_.as<const std::byte>();
+}
+
+template <class V>
+std::byte* DeviceMatrix<V>::pool_for_values() {
+  if (arena_)
+    throw Error("a version's values cannot be rewritten in place: its nodes are shared with its family "
+                "(copy it first: ops::copy)");
+  return pool_.as<std::byte>();
+}
+
+template <class V>
+DeviceMatrix<V> DeviceMatrix<V>::version(std::shared_ptr<DeviceArena> arena, std::uint64_t view_bytes, Shape shape,
+                                         std::uint64_t nnz, NodeRef root, bool transposed, V scale, bool wide_nodes) {
+  if (!arena || view_bytes > arena->size())
+    throw Error("DeviceMatrix::version: a view of " + std::to_string(view_bytes) + " bytes of an arena holding " +
+                std::to_string(arena ? arena->size() : 0));
+  DeviceMatrix m;
+  m.arena_ = std::move(arena);
+  m.view_bytes_ = view_bytes;
+  m.shape_ = shape;
+  m.nnz_ = nnz;
+  m.root_ = root;
+  m.transposed_ = transposed;
+  m.scale_ = scale;
+  m.wide_ = wide_nodes;
+  return m;
+}
+
+DeviceArena::DeviceArena(const std::byte* pool, std::uint64_t first, std::uint64_t capacity, cudaStream_t stream) {
+  if (capacity % node_alignment != 0 || first % node_alignment != 0 || first > capacity || capacity > max_pool_bytes)
+    throw LimitError("a device arena of " + std::to_string(capacity) + " bytes for a pool of " + std::to_string(first) +
+                     " (both multiples of 16, at most " + std::to_string(max_pool_bytes) + ")");
+  bytes_ = DeviceBytes(capacity);
+  cuda_check(cudaMemcpyAsync(bytes_.get(), pool, first, cudaMemcpyDeviceToDevice, stream),
+             "cudaMemcpyAsync(arena start)");
+  cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(arena start)");
+  used_ = first;
+}
+
+bool DeviceArena::append(std::uint64_t bytes, std::uint64_t& offset) {
+  if (bytes % node_alignment != 0) throw Error("DeviceArena::append: " + std::to_string(bytes) + " bytes, not a multiple of 16");
+  std::lock_guard lock(mutex_);
+  if (bytes > bytes_.size() - used_) return false;
+  offset = used_;
+  used_ += bytes;
+  return true;
+}
+
+std::uint64_t DeviceArena::size() const {
+  std::lock_guard lock(mutex_);
+  return used_;
 }
 
 template <class V>

@@ -84,9 +84,11 @@ DeviceMatrix<V> rebuild(Context& ctx, const DeviceMatrix<V>& a, bool transpose, 
   cuda_check(cudaMemcpyAsync(done, sc, sizeof(Scratch), cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync(scratch)");
   cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(copy)");
   const Scratch result = *done;
-  if (result.overflow || result.alloc != a.pool_bytes())
+  // A version's view holds other versions' nodes too: its own take no more.
+  if (result.overflow || (a.arena() ? result.alloc > a.pool_bytes() : result.alloc != a.pool_bytes()))
     throw Error("copy: rebuilt pool holds " + std::to_string(result.alloc) + " bytes, the source " +
                 std::to_string(a.pool_bytes()) + " (corrupt source pool?)");
+  pool.shrink(result.alloc);
   auto* h = cache.header.template as<PoolHeader>();
   *h = PoolHeader{pool_magic, result.root, static_cast<std::uint8_t>(s.log2_node_size), static_cast<std::uint8_t>(s.depth),
                   sizeof(V), static_cast<std::uint8_t>(a.wide_nodes() ? pool_flag_wide : 0), 0};
@@ -100,7 +102,9 @@ DeviceMatrix<V> rebuild(Context& ctx, const DeviceMatrix<V>& a, bool transpose, 
 template <class V>
 DeviceMatrix<V> copy(Context& ctx, const DeviceMatrix<V>& a, CopyOptions options) {
   ctx.check_device("copy");
-  if (options.rebuild) return rebuild(ctx, a, false, false, options, true);
+  // A version's view is not a pool of its own (other versions' nodes, the
+  // family's header): rebuilt, it is.
+  if (options.rebuild || a.arena()) return rebuild(ctx, a, false, false, options, true);
   DeviceBytes pool = ctx.allocate(a.pool_bytes());
   cuda_check(cudaMemcpyAsync(pool.get(), a.pool(), a.pool_bytes(), cudaMemcpyDeviceToDevice, ctx.stream()),
              "cudaMemcpyAsync(pool copy)");

@@ -82,6 +82,8 @@ class DeviceBytes {
   std::shared_ptr<runtime::DeviceAllocator> allocator_;
 };
 
+class DeviceArena;
+
 template <class V>
 class DeviceMatrix {
  public:
@@ -97,19 +99,23 @@ class DeviceMatrix {
   DeviceMatrix(DeviceMatrix&&) noexcept = default;
   DeviceMatrix& operator=(DeviceMatrix&&) noexcept = default;
 
-  // Content and state back on the host.
+  // Content and state back on the host; a version (below) as its own nodes,
+  // compacted into the builder's layout.
   [[nodiscard]] Matrix<V> download(cudaStream_t stream = nullptr) const;
 
   [[nodiscard]] index_t rows() const { return transposed_ ? shape_.cols : shape_.rows; }
   [[nodiscard]] index_t cols() const { return transposed_ ? shape_.rows : shape_.cols; }
   [[nodiscard]] std::uint64_t nnz() const { return nnz_; }
   [[nodiscard]] const Shape& shape() const { return shape_; }
-  [[nodiscard]] std::uint64_t pool_bytes() const { return pool_.size(); }
-  [[nodiscard]] const std::byte* pool() const { return pool_.as<const std::byte>(); }
+  // A version's pool is its view of its family's arena: up to its last node,
+  // other versions' nodes included (ops reach only their root's nodes).
+  [[nodiscard]] std::uint64_t pool_bytes() const { return arena_ ? view_bytes_ : pool_.size(); }
+  [[nodiscard]] const std::byte* pool() const;
   // The pool for rewriting values in place, at the positions that
   // ops::to_device_coo_positions reports (ops::AddPlan's second phase does).
   // Any other byte written breaks the matrix: the structure is not checked again.
-  [[nodiscard]] std::byte* pool_for_values() { return pool_.as<std::byte>(); }
+  // A version's nodes are shared with its family: hisparse::Error.
+  [[nodiscard]] std::byte* pool_for_values();
   [[nodiscard]] NodeRef root() const { return root_; }
   [[nodiscard]] bool transposed() const { return transposed_; }
   [[nodiscard]] V scale() const { return scale_; }
@@ -130,9 +136,21 @@ class DeviceMatrix {
   static DeviceMatrix adopt(DeviceBytes pool, Shape shape, std::uint64_t nnz, NodeRef root, bool transposed, V scale,
                             bool wide_nodes);
 
+  // A version of a family (device_arena.hpp, made by ops::versioned and the
+  // GPU batch edit): `root` in `arena`, whose first `view_bytes` hold every
+  // node it reaches. The family's header (node size, depth, value size, wide
+  // flag) is the arena's first 16 bytes; its root field is the first
+  // version's.
+  static DeviceMatrix version(std::shared_ptr<DeviceArena> arena, std::uint64_t view_bytes, Shape shape,
+                              std::uint64_t nnz, NodeRef root, bool transposed, V scale, bool wide_nodes);
+  // The family's arena; null for a matrix of its own pool.
+  [[nodiscard]] const std::shared_ptr<DeviceArena>& arena() const { return arena_; }
+
  private:
   DeviceMatrix(const Matrix<V>& own, cudaStream_t stream, int);  // `own`: not a version
   DeviceBytes pool_;
+  std::shared_ptr<DeviceArena> arena_;  // a version's family (pool_ empty then)
+  std::uint64_t view_bytes_ = 0;
   Shape shape_{};
   std::uint64_t nnz_ = 0;
   NodeRef root_ = null_ref;
