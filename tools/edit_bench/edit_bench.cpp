@@ -15,8 +15,12 @@
 //   version of a family, against ops::edit's new pool: time, and the bytes
 //   the new version adds to the family as a share of the matrix's pool.
 // Medians, host wall clock; one thread. Prints Markdown tables.
+// --gpu (CUDA builds, a device present): instead, for each --family, the GPU
+// batch edit (ops::edit_version on device arrays) against the CSR route on
+// the GPU (CUB sort of the batch, merge into new arrays), batches of 0.1%, 1%
+// and 10% (set, half present); CUDA events, median of --runs after a warm-up.
 //
-//   hisparse-edit-bench [--matrices-dir DIR] [--family SPEC]... [--inserts R]
+//   hisparse-edit-bench [--matrices-dir DIR] [--family SPEC]... [--inserts R] [--gpu [--runs N]]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -29,6 +33,7 @@
 #include "hisparse/formats/matrix_market.hpp"
 #include "hisparse/gen/generators.hpp"
 #include "hisparse/ops/edit.hpp"
+#include "edit_bench_gpu.hpp"
 
 using namespace hisparse;
 namespace fs = std::filesystem;
@@ -209,24 +214,60 @@ void bench(const std::string& name, const Coo<double>& coo, int inserts, std::mt
   std::fflush(stdout);
 }
 
+// The GPU table: one row per family and batch size.
+void bench_gpu(const std::vector<std::string>& families, int runs, std::mt19937_64& rng) {
+  std::printf("GPU batch edit (ops::edit_version, device arrays in, a new version out) against the CSR route on the "
+              "GPU (CUB radix sort of the batch, merge into new CSR arrays, 32-bit indices); f64, node size 128, set, "
+              "half present; CUDA events, median of %d after a warm-up, cold L2; new bytes: what the version adds "
+              "over the pool's bytes\n\n"
+              "| matrix | nnz | batch | updates | GPU edit (ms) | CSR merge (ms) | CSR / edit | new bytes |\n"
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+              runs);
+  for (const auto& spec : families) {
+    const Coo<double> coo = gen::generate_coo<double>(gen::parse_spec(spec));
+    edit_bench::GpuEditBench b(coo);
+    for (const double share : {0.001, 0.01, 0.1}) {
+      const std::size_t k = std::max<std::size_t>(1, static_cast<std::size_t>(share * static_cast<double>(coo.nnz())));
+      const Coo<double> u = mixed_batch(coo, k, rng);
+      const edit_bench::GpuEditTiming t = b.run(u, runs);
+      std::printf("| %s | %llu | %.1f%% | %llu | %.2f | %.2f | %.2f | %.1f%% |%s\n", spec.c_str(),
+                  static_cast<unsigned long long>(coo.nnz()), 100 * share, static_cast<unsigned long long>(k),
+                  t.edit_ms, t.csr_ms, t.csr_ms / t.edit_ms, 100 * t.new_bytes, t.agree ? "" : " (nnz differ!)");
+      std::fflush(stdout);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string dir;
   std::vector<std::string> families;
-  int inserts = 20;
+  int inserts = 20, runs = 5;
+  bool gpu = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--matrices-dir" && i + 1 < argc) dir = argv[++i];
+    else if (a == "--gpu") gpu = true;
+    else if (a == "--runs" && i + 1 < argc) runs = std::stoi(argv[++i]);
     else if (a == "--family" && i + 1 < argc) families.push_back(argv[++i]);
     else if (a == "--inserts" && i + 1 < argc) inserts = std::stoi(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: hisparse-edit-bench [--matrices-dir DIR] [--family SPEC]... [--inserts R]\n");
+      std::fprintf(stderr,
+                   "usage: hisparse-edit-bench [--matrices-dir DIR] [--family SPEC]... [--inserts R] [--gpu [--runs N]]\n");
       return 2;
     }
   }
   try {
     std::mt19937_64 rng(42);
+    if (gpu) {
+      if (!edit_bench::gpu_edit_bench_available()) {
+        std::fprintf(stderr, "hisparse-edit-bench: --gpu: no CUDA device (or a build without CUDA)\n");
+        return 1;
+      }
+      bench_gpu(families, runs, rng);
+      return 0;
+    }
     std::printf("f64, node size 128; single inserts: median of %d (each into the last result); batch: 1%% of nnz, set, "
                 "median of 3; microseconds, host wall clock\n\n",
                 inserts);
