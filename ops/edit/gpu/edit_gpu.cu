@@ -137,6 +137,7 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
   key_s.release();
   idx_s.release();
 
+  w.phase("edit: sorted batch");
   // 2. Touched units and their paths in A.
   Array<u32> uhead(w, m + 1), urun(w, m + 1);
   run_heads_kernel<<<blocks_for(m + 1), 256, 0, stream>>>(ukey.get(), m, unit_shift, uhead.get());
@@ -154,6 +155,7 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
   w.check_launch("GPU edit: descent");
   const u32* aunit = apath.get() + u * nt;
 
+  w.phase("edit: units and paths");
   // 3. The touched units' entries, merged with the updates, built again.
   Array<u64> orow, ocol;
   Array<V> oval;
@@ -199,6 +201,7 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
       w.check_launch("GPU edit: old entries");
     }
   }
+  w.phase("edit: old entries");
   Array<u32> keep(w, n_old + 1), kpos(w, n_old + 1);
   Array<unsigned long long> found(w, 1);
   cuda_check(cudaMemsetAsync(found.get(), 0, sizeof(unsigned long long), stream), "cudaMemsetAsync");
@@ -210,6 +213,7 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
   const u64 hits = read_back(w, found.get(), "GPU edit: positions present");
   const u64 n_new = mode == EditMode::add ? n : mode == EditMode::set ? m : 0;
   const u64 n_in = n_keep + n_new;
+  w.phase("edit: matched");
   DeviceMatrix<V> built;
   if (n_in > 0) {
     Array<J> brow(w, n_in), bcol(w, n_in);
@@ -229,6 +233,7 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
                                 BuildOptions{s.node_size(), a.wide_nodes()}, stream);
   }
 
+  w.phase("edit: units rebuilt (GPU build)");
   // 4. The rebuilt units' part of that pool, then the inner nodes above.
   Array<u32> ppath(w, (u + 1) * nt);
   Array<unsigned long long> upper(w, 1);
@@ -285,6 +290,7 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
     items = L.groups;
   }
 
+  w.phase("edit: inner nodes counted");
   // Room in the arena: the units, then each level above (deepest first).
   const u64 total = unit_bytes + upper_bytes;
   u64 base = 0;
@@ -326,6 +332,7 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
   }
   // The root: level 0's one node (the unit itself in a tree of depth 1 or 2),
   // null when the edit left no entry.
+  w.phase("edit: appended and written");
   res.root = read_back(w, item_ref, "GPU edit: root");
   const u64 shared_children = read_back(w, shared.get(), "GPU edit: shared children");
   u64 units_live = 0;
