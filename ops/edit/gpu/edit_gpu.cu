@@ -83,13 +83,179 @@ struct Result {
   std::uint64_t view = 0, nnz = 0;
 };
 
-// Everything of one level above the units, kept from the count to the write.
+// Everything of one level of inner nodes, kept from the count to the write.
 struct Level {
   Array<u64> first, R, C;
   Array<u32> rep, count, ref;
   Array<u64> offset;
-  u64 groups = 0, bytes = 0, base = 0;
+  u64 groups = 0, bytes = 0;
 };
+
+template <class V>
+struct Entries {
+  Array<u64> row, col;
+  Array<V> val;
+  u64 n = 0;
+};
+
+// The entries of the taken, present nodes among `n` (references at block
+// coordinates R, C), in tree order: units are expanded to their leaves first
+// (a COOW node passes as it is), leaves are read as they are.
+template <class V>
+Entries<V> extract_entries(WorkMemory& w, const std::byte* pool, u32 b, bool units, const u32* refs, const u64* R,
+                           const u64* C, u64 n, const u32* take, u32 want) {
+  const cudaStream_t st = w.stream();
+  Entries<V> out;
+  Array<u32> flag(w, n + 1), pos(w, n + 1);
+  take_kernel<<<blocks_for(n + 1), 256, 0, st>>>(refs, take, want, n, flag.get());
+  convert_detail::exclusive_sum(w, flag.get(), pos.get(), n + 1);
+  u64 size = read_back(w, pos.get() + n, "GPU edit: nodes to read");
+  if (size == 0) return out;
+  Array<u32> ref(w, size);
+  Array<u64> fR(w, size), fC(w, size);
+  frontier_select_kernel<<<blocks_for(n), 256, 0, st>>>(refs, R, C, flag.get(), pos.get(), n, ref.get(), fR.get(),
+                                                        fC.get());
+  w.check_launch("GPU edit: frontier");
+  flag.release();
+  pos.release();
+  if (units) {
+    const convert_detail::Frontier f{ref.get(), fR.get(), fC.get(), size};
+    Array<u64> count(w, size + 1), first(w, size + 1);
+    convert_detail::child_count_kernel<<<blocks_for(size + 1), 256, 0, st>>>(f, pool, b, count.get());
+    convert_detail::exclusive_sum(w, count.get(), first.get(), size + 1);
+    const u64 next = read_back(w, first.get() + size, "GPU edit: leaves");
+    Array<u32> ref2(w, next);
+    Array<u64> R2(w, next), C2(w, next);
+    convert_detail::expand_kernel<<<blocks_for(size), 256, 0, st>>>(f, pool, b, first.get(), ref2.get(), R2.get(),
+                                                                    C2.get());
+    w.check_launch("GPU edit: expand");
+    ref = std::move(ref2);
+    fR = std::move(R2);
+    fC = std::move(C2);
+    size = next;
+  }
+  const convert_detail::Frontier f{ref.get(), fR.get(), fC.get(), size};
+  Array<u64> count(w, size + 1), first(w, size + 1);
+  convert_detail::entry_count_kernel<<<blocks_for(size + 1), 256, 0, st>>>(f, pool, b, count.get());
+  convert_detail::exclusive_sum(w, count.get(), first.get(), size + 1);
+  out.n = read_back(w, first.get() + size, "GPU edit: old entries");
+  out.row = Array<u64>(w, out.n);
+  out.col = Array<u64>(w, out.n);
+  out.val = Array<V>(w, out.n);
+  const unsigned blocks = static_cast<unsigned>(std::min<u64>((size + 7) / 8, 1u << 20));
+  convert_detail::entries_kernel<V, u64, V><<<blocks, 256, 0, st>>>(f, pool, b, first.get(), false, V(1), true,
+                                                                    out.row.get(), out.col.get(), out.val.get());
+  w.check_launch("GPU edit: old entries");
+  return out;
+}
+
+// The old entries the updates leave (set and remove drop those at an update's
+// position), then the selected updates (sel: indices into the batch, in the
+// order the builder must see them), built again.
+template <class V, class I, class J>
+DeviceMatrix<V> rebuild(WorkMemory& w, Entries<V>& old, const u64* ukey, u64 m, TreeKey tk, EditMode mode,
+                        const DeviceCooView<V, I>& up, bool tr, const u32* sel, u64 n_sel, const Shape& s, bool wide) {
+  const cudaStream_t st = w.stream();
+  Array<u32> keep(w, old.n + 1), kpos(w, old.n + 1);
+  Array<unsigned long long> found(w, 1);
+  cuda_check(cudaMemsetAsync(found.get(), 0, sizeof(unsigned long long), st), "cudaMemsetAsync");
+  match_old_kernel<<<blocks_for(old.n + 1), 256, 0, st>>>(old.row.get(), old.col.get(), old.n, tk, ukey, m,
+                                                           mode != EditMode::add, keep.get(), found.get());
+  w.check_launch("GPU edit: matching");
+  convert_detail::exclusive_sum(w, keep.get(), kpos.get(), old.n + 1);
+  const u64 n_keep = read_back(w, kpos.get() + old.n, "GPU edit: kept entries");
+  const u64 n_in = n_keep + n_sel;
+  if (n_in == 0) return {};
+  Array<J> brow(w, n_in), bcol(w, n_in);
+  Array<V> bval(w, n_in);
+  gather_kept_kernel<V, J><<<blocks_for(old.n), 256, 0, st>>>(old.row.get(), old.col.get(), old.val.get(), keep.get(),
+                                                              kpos.get(), old.n, brow.get(), bcol.get(), bval.get());
+  if (n_sel > 0)
+    put_updates_kernel<V, I, J><<<blocks_for(n_sel), 256, 0, st>>>(up.row, up.col, up.val, sel, n_sel, tr,
+                                                                   brow.get() + n_keep, bcol.get() + n_keep,
+                                                                   bval.get() + n_keep);
+  w.check_launch("GPU edit: builder input");
+  old = Entries<V>{};
+  keep.release();
+  kpos.release();
+  return build_device_matrix(DeviceCooView<V, J>{s.rows, s.cols, n_in, brow.get(), bcol.get(), bval.get()},
+                             BuildOptions{s.node_size(), wide}, st);
+}
+
+// Indices of the items whose unit (unit_of[i], or i itself) is whole == want.
+inline Array<u32> select_by_mode(WorkMemory& w, const u32* unit_of, const u32* whole, u32 want, u64 n,
+                                 const u32* value, u64& count) {
+  Array<u32> flag(w, n + 1), pos(w, n + 1);
+  mode_flags_kernel<<<blocks_for(n + 1), 256, 0, w.stream()>>>(unit_of, n, whole, want, flag.get());
+  convert_detail::exclusive_sum(w, flag.get(), pos.get(), n + 1);
+  count = read_back(w, pos.get() + n, "GPU edit: selection");
+  Array<u32> out(w, count);
+  select_kernel<<<blocks_for(n), 256, 0, w.stream()>>>(flag.get(), pos.get(), n, value, out.get());
+  w.check_launch("GPU edit: selection");
+  return out;
+}
+
+// How many of n references are not null.
+inline u64 count_present(WorkMemory& w, const u32* ref, u64 n) {
+  Array<u32> flag(w, n + 1), pos(w, n + 1);
+  nonnull_kernel<<<blocks_for(n + 1), 256, 0, w.stream()>>>(ref, n, flag.get());
+  convert_detail::exclusive_sum(w, flag.get(), pos.get(), n + 1);
+  return read_back(w, pos.get() + n, "GPU edit: count");
+}
+
+// Counts and sizes of one level of inner nodes over `items` (sorted children
+// one level down: block coordinates, whether each exists, a unit under it).
+inline void count_level(WorkMemory& w, Level& L, const std::byte* pool, const u32* old_node, const u64* iR,
+                        const u64* iC, const u32* irep, const u32* live, u64 items, u32 b, unsigned long long* shared) {
+  const cudaStream_t st = w.stream();
+  Array<u32> gh(w, items + 1), gr(w, items + 1);
+  group_heads_kernel<<<blocks_for(items + 1), 256, 0, st>>>(iR, iC, items, b, gh.get());
+  convert_detail::inclusive_sum(w, gh.get(), gr.get(), items + 1);
+  L.groups = read_back(w, gr.get() + items, "GPU edit: inner nodes");
+  L.first = Array<u64>(w, L.groups + 1);
+  L.R = Array<u64>(w, L.groups);
+  L.C = Array<u64>(w, L.groups);
+  L.rep = Array<u32>(w, L.groups);
+  groups_kernel<<<blocks_for(items + 1), 256, 0, st>>>(iR, iC, irep, gh.get(), gr.get(), items, L.groups, b,
+                                                       L.first.get(), L.R.get(), L.C.get(), L.rep.get());
+  w.check_launch("GPU edit: groups");
+  L.count = Array<u32>(w, L.groups);
+  Array<u64> bytes(w, L.groups + 1);
+  cuda_check(cudaMemsetAsync(bytes.get() + L.groups, 0, sizeof(u64), st), "cudaMemsetAsync");
+  const InnerLevel il{pool, old_node, irep, L.first.get(), iR, iC, live, L.groups, b};
+  const unsigned grid = static_cast<unsigned>(std::min<u64>(L.groups, 1u << 16));
+  inner_count_kernel<inner_block><<<grid, inner_block, 0, st>>>(il, L.count.get(), bytes.get(), shared);
+  w.check_launch("GPU edit: inner counts");
+  L.offset = Array<u64>(w, L.groups + 1);
+  convert_detail::exclusive_sum(w, bytes.get(), L.offset.get(), L.groups + 1);
+  L.bytes = read_back(w, L.offset.get() + L.groups, "GPU edit: inner bytes");
+}
+
+// The nodes of a level, written at arena + at; their references into L.ref.
+inline void write_level(WorkMemory& w, Level& L, const std::byte* pool, const u32* old_node, const u64* iR,
+                        const u64* iC, const u32* irep, const u32* live, const u32* item_ref, u32 b, std::byte* arena,
+                        u64 at) {
+  L.ref = Array<u32>(w, L.groups);
+  const InnerLevel il{pool, old_node, irep, L.first.get(), iR, iC, live, L.groups, b};
+  const unsigned grid = static_cast<unsigned>(std::min<u64>(L.groups, 1u << 16));
+  inner_write_kernel<inner_block><<<grid, inner_block, 0, w.stream()>>>(il, item_ref, L.count.get(), L.offset.get(),
+                                                                        arena, at, L.ref.get());
+  w.check_launch("GPU edit: inner nodes");
+}
+
+// Where a built pool's nodes of level `level` and below end (the builder
+// writes the deepest levels first): the lowest offset of a level-1 node on
+// the given paths, or the pool's end.
+inline u64 prefix_end(WorkMemory& w, const std::byte* pool, NodeRef root, u64 pool_bytes, u32 b, u32 level,
+                      const u64* R, const u64* C, u64 n, Array<u32>& path) {
+  Array<unsigned long long> upper(w, 1);
+  const unsigned long long end = pool_bytes ? pool_bytes : sizeof(PoolHeader);
+  cuda_check(cudaMemcpyAsync(upper.get(), &end, sizeof(end), cudaMemcpyHostToDevice, w.stream()), "cudaMemcpyAsync");
+  path = Array<u32>(w, (level + 1) * n);
+  descend_kernel<<<blocks_for(n), 256, 0, w.stream()>>>(pool, root, b, level, R, C, n, path.get(), upper.get());
+  w.check_launch("GPU edit: descent of a rebuilt pool");
+  return read_back(w, upper.get(), "GPU edit: rebuilt nodes");
+}
 
 // The edit of version `a` (in a family), appended to its arena; false when
 // the arena has no room for it (nothing changed).
@@ -98,7 +264,8 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
                EditStats& st, Result& res) {
   const Shape& s = a.shape();
   const u32 b = s.log2_node_size, D = s.depth, u = D >= 2 ? D - 2 : 0;
-  const bool tr = a.transposed();
+  const bool tr = a.transposed(), unit_is_leaf = u + 1 == D;
+  const std::byte* pool = a.pool();
   const u64 n = up.nnz;
   int key_bits = 0;
   const TreeKey tk = tree_key_of(s, key_bits);
@@ -106,9 +273,11 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
   WorkMemory w(stream);
 
   // 1. Sorted distinct positions.
-  Array<u64> key(w, n), key_s(w, n);
-  Array<u32> idx(w, n), idx_s(w, n);
+  Array<u64> key_s(w, n);
+  Array<u32> idx_s(w, n);
   {
+    Array<u64> key(w, n);
+    Array<u32> idx(w, n);
     Array<unsigned long long> bad(w, 1);
     cuda_check(cudaMemsetAsync(bad.get(), 0xFF, sizeof(unsigned long long), stream), "cudaMemsetAsync");
     update_keys_kernel<I><<<blocks_for(n), 256, 0, stream>>>(up.row, up.col, n, a.rows(), a.cols(), tr, tk, key.get(),
@@ -122,165 +291,189 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
                   std::to_string(c) + ") lies outside the " + std::to_string(a.rows()) + " x " +
                   std::to_string(a.cols()) + " matrix (0-based)");
     }
+    convert_detail::radix_sort_pairs(w, key.get(), key_s.get(), idx.get(), idx_s.get(), n, key_bits);
   }
-  convert_detail::radix_sort_pairs(w, key.get(), key_s.get(), idx.get(), idx_s.get(), n, key_bits);
-  key.release();
-  idx.release();
-  Array<u32> head(w, n + 1), run(w, n + 1);
-  run_heads_kernel<<<blocks_for(n + 1), 256, 0, stream>>>(key_s.get(), n, 0, head.get());
-  convert_detail::inclusive_sum(w, head.get(), run.get(), n + 1);
-  const u64 m = read_back(w, run.get() + n, "GPU edit: distinct positions");
+  Array<u32> run(w, n + 1);
+  u64 m = 0;
+  {
+    Array<u32> head(w, n + 1);
+    run_heads_kernel<<<blocks_for(n + 1), 256, 0, stream>>>(key_s.get(), n, 0, head.get());
+    convert_detail::inclusive_sum(w, head.get(), run.get(), n + 1);
+    m = read_back(w, run.get() + n, "GPU edit: distinct positions");
+  }
   Array<u64> ukey(w, m);
   Array<u32> ulast(w, m);
   unique_kernel<<<blocks_for(n), 256, 0, stream>>>(key_s.get(), idx_s.get(), run.get(), n, ukey.get(), ulast.get());
   w.check_launch("GPU edit: unique kernel");
   key_s.release();
-  idx_s.release();
-
   w.phase("edit: sorted batch");
-  // 2. Touched units and their paths in A.
-  Array<u32> uhead(w, m + 1), urun(w, m + 1);
-  run_heads_kernel<<<blocks_for(m + 1), 256, 0, stream>>>(ukey.get(), m, unit_shift, uhead.get());
-  convert_detail::inclusive_sum(w, uhead.get(), urun.get(), m + 1);
-  const u64 nt = read_back(w, urun.get() + m, "GPU edit: touched units");
+
+  // 2. Touched units, their paths in A, which updates find an entry.
+  Array<u32> urun(w, m + 1);
+  u64 nt = 0;
+  {
+    Array<u32> uhead(w, m + 1);
+    run_heads_kernel<<<blocks_for(m + 1), 256, 0, stream>>>(ukey.get(), m, unit_shift, uhead.get());
+    convert_detail::inclusive_sum(w, uhead.get(), urun.get(), m + 1);
+    nt = read_back(w, urun.get() + m, "GPU edit: touched units");
+  }
   Array<u64> UR(w, nt), UC(w, nt);
   units_kernel<I><<<blocks_for(m), 256, 0, stream>>>(ukey.get(), ulast.get(), urun.get(), m, unit_shift, up.row,
                                                      up.col, tr, level_shift, UR.get(), UC.get());
   w.check_launch("GPU edit: units kernel");
-  uhead.release();
-  urun.release();
   Array<u32> apath(w, (u + 1) * nt);
-  descend_kernel<<<blocks_for(nt), 256, 0, stream>>>(a.pool(), a.root(), b, u, UR.get(), UC.get(), nt, apath.get(),
+  descend_kernel<<<blocks_for(nt), 256, 0, stream>>>(pool, a.root(), b, u, UR.get(), UC.get(), nt, apath.get(),
                                                      nullptr);
   w.check_launch("GPU edit: descent");
   const u32* aunit = apath.get() + u * nt;
-
-  w.phase("edit: units and paths");
-  // 3. The touched units' entries, merged with the updates, built again.
-  Array<u64> orow, ocol;
-  Array<V> oval;
-  u64 n_old = 0;
+  Array<u32> present(w, m + 1);
+  presence_kernel<I><<<blocks_for(m), 256, 0, stream>>>(pool, aunit, urun.get(), ulast.get(), m, up.row, up.col, tr,
+                                                        b, unit_is_leaf, present.get());
+  cuda_check(cudaMemsetAsync(present.get() + m, 0, sizeof(u32), stream), "cudaMemsetAsync");
+  w.check_launch("GPU edit: presence");
+  u64 hits = 0;
   {
-    Array<u32> flag(w, nt + 1), pos(w, nt + 1);
-    nonnull_kernel<<<blocks_for(nt + 1), 256, 0, stream>>>(aunit, nt, flag.get());
-    convert_detail::exclusive_sum(w, flag.get(), pos.get(), nt + 1);
-    u64 size = read_back(w, pos.get() + nt, "GPU edit: units present");
-    Array<u32> ref(w, size);
-    Array<u64> R(w, size), C(w, size);
-    frontier_kernel<<<blocks_for(nt), 256, 0, stream>>>(aunit, UR.get(), UC.get(), pos.get(), nt, ref.get(), R.get(),
-                                                        C.get());
-    w.check_launch("GPU edit: frontier");
-    if (size > 0 && u + 1 < D) {  // down to the leaves (a COOW node passes as it is)
-      const convert_detail::Frontier f{ref.get(), R.get(), C.get(), size};
-      Array<u64> count(w, size + 1), first(w, size + 1);
-      convert_detail::child_count_kernel<<<blocks_for(size + 1), 256, 0, stream>>>(f, a.pool(), b, count.get());
-      convert_detail::exclusive_sum(w, count.get(), first.get(), size + 1);
-      const u64 next = read_back(w, first.get() + size, "GPU edit: leaves");
-      Array<u32> ref2(w, next);
-      Array<u64> R2(w, next), C2(w, next);
-      convert_detail::expand_kernel<<<blocks_for(size), 256, 0, stream>>>(f, a.pool(), b, first.get(), ref2.get(),
-                                                                          R2.get(), C2.get());
-      w.check_launch("GPU edit: expand");
-      ref = std::move(ref2);
-      R = std::move(R2);
-      C = std::move(C2);
-      size = next;
-    }
-    if (size > 0) {
-      const convert_detail::Frontier f{ref.get(), R.get(), C.get(), size};
-      Array<u64> count(w, size + 1), first(w, size + 1);
-      convert_detail::entry_count_kernel<<<blocks_for(size + 1), 256, 0, stream>>>(f, a.pool(), b, count.get());
-      convert_detail::exclusive_sum(w, count.get(), first.get(), size + 1);
-      n_old = read_back(w, first.get() + size, "GPU edit: old entries");
-      orow = Array<u64>(w, n_old);
-      ocol = Array<u64>(w, n_old);
-      oval = Array<V>(w, n_old);
-      const unsigned blocks = static_cast<unsigned>(std::min<u64>((size + 7) / 8, 1u << 20));
-      convert_detail::entries_kernel<V, u64, V><<<blocks, 256, 0, stream>>>(
-          f, a.pool(), b, first.get(), false, V(1), true, orow.get(), ocol.get(), oval.get());
-      w.check_launch("GPU edit: old entries");
-    }
-  }
-  w.phase("edit: old entries");
-  Array<u32> keep(w, n_old + 1), kpos(w, n_old + 1);
-  Array<unsigned long long> found(w, 1);
-  cuda_check(cudaMemsetAsync(found.get(), 0, sizeof(unsigned long long), stream), "cudaMemsetAsync");
-  match_old_kernel<<<blocks_for(n_old + 1), 256, 0, stream>>>(orow.get(), ocol.get(), n_old, tk, ukey.get(), m,
-                                                               mode != EditMode::add, keep.get(), found.get());
-  w.check_launch("GPU edit: matching");
-  convert_detail::exclusive_sum(w, keep.get(), kpos.get(), n_old + 1);
-  const u64 n_keep = read_back(w, kpos.get() + n_old, "GPU edit: kept entries");
-  const u64 hits = read_back(w, found.get(), "GPU edit: positions present");
-  const u64 n_new = mode == EditMode::add ? n : mode == EditMode::set ? m : 0;
-  const u64 n_in = n_keep + n_new;
-  w.phase("edit: matched");
-  DeviceMatrix<V> built;
-  if (n_in > 0) {
-    Array<J> brow(w, n_in), bcol(w, n_in);
-    Array<V> bval(w, n_in);
-    gather_kept_kernel<V, J><<<blocks_for(n_old), 256, 0, stream>>>(orow.get(), ocol.get(), oval.get(), keep.get(),
-                                                                    kpos.get(), n_old, brow.get(), bcol.get(),
-                                                                    bval.get());
-    if (n_new > 0)
-      put_updates_kernel<V, I, J><<<blocks_for(n_new), 256, 0, stream>>>(
-          up.row, up.col, up.val, mode == EditMode::set ? ulast.get() : nullptr, n_new, tr, brow.get() + n_keep,
-          bcol.get() + n_keep, bval.get() + n_keep);
-    w.check_launch("GPU edit: builder input");
-    orow.release();
-    ocol.release();
-    oval.release();
-    built = build_device_matrix(DeviceCooView<V, J>{s.rows, s.cols, n_in, brow.get(), bcol.get(), bval.get()},
-                                BuildOptions{s.node_size(), a.wide_nodes()}, stream);
+    Array<u32> sum(w, m + 1);
+    convert_detail::exclusive_sum(w, present.get(), sum.get(), m + 1);
+    hits = read_back(w, sum.get() + m, "GPU edit: positions present");
   }
 
-  w.phase("edit: units rebuilt (GPU build)");
-  // 4. The rebuilt units' part of that pool, then the inner nodes above.
-  Array<u32> ppath(w, (u + 1) * nt);
-  Array<unsigned long long> upper(w, 1);
-  const unsigned long long built_end = built.pool_bytes() ? built.pool_bytes() : sizeof(PoolHeader);
-  cuda_check(cudaMemcpyAsync(upper.get(), &built_end, sizeof(built_end), cudaMemcpyHostToDevice, stream),
-             "cudaMemcpyAsync");
-  descend_kernel<<<blocks_for(nt), 256, 0, stream>>>(built.pool(), built.root(), b, u, UR.get(), UC.get(), nt,
-                                                     ppath.get(), upper.get());
-  w.check_launch("GPU edit: descent of the rebuilt units");
-  const u64 unit_end = read_back(w, upper.get(), "GPU edit: rebuilt units");
-  const u64 unit_bytes = unit_end - sizeof(PoolHeader);
+  // 3. The touched leaves, and which units are rebuilt whole (absent, COOW,
+  // or a COOW rule that flips) rather than leaf by leaf.
+  u64 nl = 0;
+  Array<u64> LR, LC, lfirst;
+  Array<u32> lunit, lold;
+  Array<u32> whole(w, nt);
+  if (!unit_is_leaf) {
+    const u32 leaf_shift = 2 * b;
+    Array<u32> lrun(w, m + 1);
+    {
+      Array<u32> lhead(w, m + 1);
+      run_heads_kernel<<<blocks_for(m + 1), 256, 0, stream>>>(ukey.get(), m, leaf_shift, lhead.get());
+      convert_detail::inclusive_sum(w, lhead.get(), lrun.get(), m + 1);
+      nl = read_back(w, lrun.get() + m, "GPU edit: touched leaves");
+    }
+    LR = Array<u64>(w, nl);
+    LC = Array<u64>(w, nl);
+    lunit = Array<u32>(w, nl);
+    lold = Array<u32>(w, nl);
+    Array<int> ldelta(w, nl);
+    cuda_check(cudaMemsetAsync(ldelta.get(), 0, nl * sizeof(int), stream), "cudaMemsetAsync");
+    leaves_kernel<I><<<blocks_for(m), 256, 0, stream>>>(ukey.get(), ulast.get(), urun.get(), lrun.get(), present.get(),
+                                                        m, leaf_shift, up.row, up.col, tr, b, pool, aunit,
+                                                        mode == EditMode::remove, LR.get(), LC.get(), lunit.get(),
+                                                        lold.get(), ldelta.get());
+    w.check_launch("GPU edit: leaves");
+    lfirst = Array<u64>(w, nt + 1);
+    leaf_first_kernel<<<blocks_for(nl + 1), 256, 0, stream>>>(lunit.get(), nl, nt, lfirst.get());
+    const unsigned grid = static_cast<unsigned>(std::min<u64>(nt, 1u << 16));
+    unit_mode_kernel<inner_block><<<grid, inner_block, 0, stream>>>(pool, aunit, nt, lfirst.get(), LR.get(), LC.get(),
+                                                                    lold.get(), ldelta.get(), b, a.wide_nodes(), false,
+                                                                    sizeof(V), whole.get());
+    w.check_launch("GPU edit: unit modes");
+  } else {
+    unit_mode_kernel<inner_block><<<1, inner_block, 0, stream>>>(pool, aunit, nt, nullptr, nullptr, nullptr, nullptr,
+                                                                 nullptr, b, a.wide_nodes(), true, sizeof(V),
+                                                                 whole.get());
+    w.check_launch("GPU edit: unit modes");
+  }
+  w.phase("edit: units, leaves and modes");
 
-  // Counts and sizes of every level above, bottom-up (a node's size depends
-  // only on which of its children exist).
-  std::vector<Level> levels(u);
+  // 4. The updates each rebuild takes: set, the last per position (sorted);
+  // add, every update in input order; remove, none.
+  Array<u32> raw_unit;
+  if (mode == EditMode::add) {
+    raw_unit = Array<u32>(w, n);
+    raw_unit_kernel<<<blocks_for(n), 256, 0, stream>>>(idx_s.get(), run.get(), urun.get(), n, raw_unit.get());
+    w.check_launch("GPU edit: update units");
+  }
+  idx_s.release();
+  run.release();
+  Array<u32> dunit;  // per distinct update: its unit
+  if (mode == EditMode::set) {
+    dunit = Array<u32>(w, m);
+    minus_one_kernel<<<blocks_for(m), 256, 0, stream>>>(urun.get(), m, dunit.get());
+    w.check_launch("GPU edit: units of updates");
+  }
+  auto updates_of = [&](u32 want, u64& count) -> Array<u32> {
+    count = 0;
+    if (mode == EditMode::remove) return {};
+    if (mode == EditMode::add) return select_by_mode(w, raw_unit.get(), whole.get(), want, n, nullptr, count);
+    return select_by_mode(w, dunit.get(), whole.get(), want, m, ulast.get(), count);
+  };
+
+  // 5. Whole units: extracted, merged, built by the builder's rules (their
+  // COOW rule included); leaves of the other units: the same, built as a
+  // standard pool (a leaf's type depends on its own entries only).
+  DeviceMatrix<V> whole_built, leaf_built;
+  {
+    Entries<V> old = extract_entries<V>(w, pool, b, !unit_is_leaf, aunit, UR.get(), UC.get(), nt, whole.get(), 1);
+    u64 k = 0;
+    Array<u32> sel = updates_of(1, k);
+    whole_built = rebuild<V, I, J>(w, old, ukey.get(), m, tk, mode, up, tr, sel.get(), k, s, a.wide_nodes());
+  }
+  w.phase("edit: whole units rebuilt");
+  Array<u32> lsel;  // the touched leaves of leaf-by-leaf units
+  u64 nll = 0;
+  Array<u64> lR, lC;
+  Array<u32> lrep, lref_old;
+  if (nl > 0) {
+    lsel = select_by_mode(w, lunit.get(), whole.get(), 0, nl, nullptr, nll);
+    lR = Array<u64>(w, nll);
+    lC = Array<u64>(w, nll);
+    lrep = Array<u32>(w, nll);
+    lref_old = Array<u32>(w, nll);
+    gather_kernel<u64><<<blocks_for(nll), 256, 0, stream>>>(LR.get(), lsel.get(), nll, lR.get());
+    gather_kernel<u64><<<blocks_for(nll), 256, 0, stream>>>(LC.get(), lsel.get(), nll, lC.get());
+    gather_kernel<u32><<<blocks_for(nll), 256, 0, stream>>>(lunit.get(), lsel.get(), nll, lrep.get());
+    gather_kernel<u32><<<blocks_for(nll), 256, 0, stream>>>(lold.get(), lsel.get(), nll, lref_old.get());
+    w.check_launch("GPU edit: leaves of leaf-by-leaf units");
+    if (nll > 0) {
+      Entries<V> old = extract_entries<V>(w, pool, b, false, lref_old.get(), lR.get(), lC.get(), nll, nullptr, 0);
+      u64 k = 0;
+      Array<u32> sel = updates_of(0, k);
+      leaf_built = rebuild<V, I, J>(w, old, ukey.get(), m, tk, mode, up, tr, sel.get(), k, s, false);
+    }
+  }
+  w.phase("edit: leaves rebuilt");
+
+  // 6. What of the two built pools is appended: their levels u and below
+  // (whole units) and their leaves (leaf by leaf), prefixes of each.
+  Array<u32> wpath, lpath;
+  const u64 wend = prefix_end(w, whole_built.pool(), whole_built.root(), whole_built.pool_bytes(), b, u, UR.get(),
+                              UC.get(), nt, wpath);
+  const u64 wbytes = wend - sizeof(PoolHeader);
+  u64 lbytes = 0;
+  if (nll > 0)
+    lbytes = prefix_end(w, leaf_built.pool(), leaf_built.root(), leaf_built.pool_bytes(), b, D - 1, lR.get(), lC.get(),
+                        nll, lpath) - sizeof(PoolHeader);
+
+  // Counts and sizes of every level of inner nodes, bottom-up (a node's size
+  // depends only on which of its children exist): the leaf-by-leaf units
+  // (level u), then the levels above.
   Array<unsigned long long> shared(w, 1);
   cuda_check(cudaMemsetAsync(shared.get(), 0, sizeof(unsigned long long), stream), "cudaMemsetAsync");
+  const u32* wunit = wpath.get() + u * nt;
+  Level unit_level;
+  if (nll > 0)
+    count_level(w, unit_level, pool, aunit, lR.get(), lC.get(), lrep.get(), lpath.get() + (D - 1) * nll, nll, b,
+                shared.get());
+  Array<u32> unit_live(w, nt);
+  unit_live_kernel<<<blocks_for(nt), 256, 0, stream>>>(whole.get(), wunit, nt, unit_live.get());
+  if (unit_level.groups > 0)
+    scatter_live_kernel<<<blocks_for(unit_level.groups), 256, 0, stream>>>(unit_level.rep.get(), unit_level.count.get(),
+                                                                           unit_level.groups, unit_live.get());
+  w.check_launch("GPU edit: live units");
+  std::vector<Level> levels(u);
   Array<u32> unit_rep(w, nt);
   convert_detail::iota_kernel<<<blocks_for(nt), 256, 0, stream>>>(unit_rep.get(), nt);
-  const u32* live = ppath.get() + u * nt;
+  const u32* live = unit_live.get();
   const u64 *iR = UR.get(), *iC = UC.get();
   const u32* irep = unit_rep.get();
-  u64 items = nt, upper_bytes = 0, inner_nodes = 0;
+  u64 items = nt, upper_bytes = unit_level.bytes, inner_nodes = unit_level.groups;
   for (u32 k = 0; k < u; ++k) {  // k = 0: the units' parents (level u-1)
     Level& L = levels[k];
-    const u32 lvl = u - 1 - k;
-    Array<u32> gh(w, items + 1), gr(w, items + 1);
-    group_heads_kernel<<<blocks_for(items + 1), 256, 0, stream>>>(iR, iC, items, b, gh.get());
-    convert_detail::inclusive_sum(w, gh.get(), gr.get(), items + 1);
-    L.groups = read_back(w, gr.get() + items, "GPU edit: inner nodes");
-    L.first = Array<u64>(w, L.groups + 1);
-    L.R = Array<u64>(w, L.groups);
-    L.C = Array<u64>(w, L.groups);
-    L.rep = Array<u32>(w, L.groups);
-    groups_kernel<<<blocks_for(items + 1), 256, 0, stream>>>(iR, iC, irep, gh.get(), gr.get(), items, L.groups, b,
-                                                             L.first.get(), L.R.get(), L.C.get(), L.rep.get());
-    w.check_launch("GPU edit: groups");
-    L.count = Array<u32>(w, L.groups);
-    Array<u64> bytes(w, L.groups + 1);
-    cuda_check(cudaMemsetAsync(bytes.get() + L.groups, 0, sizeof(u64), stream), "cudaMemsetAsync");
-    const InnerLevel il{a.pool(), apath.get() + lvl * nt, irep, L.first.get(), iR, iC, live, L.groups, b};
-    const unsigned grid = static_cast<unsigned>(std::min<u64>(L.groups, 1u << 16));
-    inner_count_kernel<inner_block><<<grid, inner_block, 0, stream>>>(il, L.count.get(), bytes.get(), shared.get());
-    w.check_launch("GPU edit: inner counts");
-    L.offset = Array<u64>(w, L.groups + 1);
-    convert_detail::exclusive_sum(w, bytes.get(), L.offset.get(), L.groups + 1);
-    L.bytes = read_back(w, L.offset.get() + L.groups, "GPU edit: inner bytes");
+    count_level(w, L, pool, apath.get() + (u - 1 - k) * nt, iR, iC, irep, live, items, b, shared.get());
     upper_bytes += L.bytes;
     inner_nodes += L.groups;
     live = L.count.get();
@@ -289,40 +482,49 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
     irep = L.rep.get();
     items = L.groups;
   }
-
   w.phase("edit: inner nodes counted");
-  // Room in the arena: the units, then each level above (deepest first).
-  const u64 total = unit_bytes + upper_bytes;
+
+  // 7. Room in the arena: whole units, leaves, then each level of inner nodes
+  // (deepest first), and the writes.
+  const u64 total = wbytes + lbytes + upper_bytes;
   u64 base = 0;
   if (!a.arena()->append(total, base)) return false;
   std::byte* arena = a.arena()->data();
-  if (unit_bytes > 0)
-    cuda_check(cudaMemcpyAsync(arena + base, built.pool() + sizeof(PoolHeader), unit_bytes, cudaMemcpyDeviceToDevice,
+  if (wbytes > 0)
+    cuda_check(cudaMemcpyAsync(arena + base, whole_built.pool() + sizeof(PoolHeader), wbytes, cudaMemcpyDeviceToDevice,
                                stream),
                "cudaMemcpyAsync(rebuilt units)");
+  if (lbytes > 0)
+    cuda_check(cudaMemcpyAsync(arena + base + wbytes, leaf_built.pool() + sizeof(PoolHeader), lbytes,
+                               cudaMemcpyDeviceToDevice, stream),
+               "cudaMemcpyAsync(rebuilt leaves)");
   if (upper_bytes > 0)
-    cuda_check(cudaMemsetAsync(arena + base + unit_bytes, 0, upper_bytes, stream), "cudaMemsetAsync(inner nodes)");
+    cuda_check(cudaMemsetAsync(arena + base + wbytes + lbytes, 0, upper_bytes, stream), "cudaMemsetAsync(inner nodes)");
   Array<u32> unit_ref(w, nt);
-  const unsigned warps_grid = static_cast<unsigned>(std::min<u64>((nt + 7) / 8, 1u << 20));
-  place_units_kernel<<<warps_grid, 256, 0, stream>>>(ppath.get() + u * nt, nt,
-                                                     static_cast<u32>(base - sizeof(PoolHeader)), u + 1 == D, b,
-                                                     arena, unit_ref.get());
+  place_units_kernel<<<static_cast<unsigned>(std::min<u64>((nt + 7) / 8, 1u << 20)), 256, 0, stream>>>(
+      wunit, nt, static_cast<u32>(base - sizeof(PoolHeader)), unit_is_leaf, b, arena, unit_ref.get());
   w.check_launch("GPU edit: placing the units");
+  u64 at = base + wbytes + lbytes;
+  if (nll > 0) {
+    Array<u32> leaf_ref(w, nll);
+    place_units_kernel<<<static_cast<unsigned>(std::min<u64>((nll + 7) / 8, 1u << 20)), 256, 0, stream>>>(
+        lpath.get() + (D - 1) * nll, nll, static_cast<u32>(base + wbytes - sizeof(PoolHeader)), true, b, arena,
+        leaf_ref.get());
+    write_level(w, unit_level, pool, aunit, lR.get(), lC.get(), lrep.get(), lpath.get() + (D - 1) * nll,
+                leaf_ref.get(), b, arena, at);
+    scatter_groups_kernel<<<blocks_for(unit_level.groups), 256, 0, stream>>>(
+        unit_level.rep.get(), unit_level.ref.get(), unit_level.groups, unit_ref.get());
+    w.check_launch("GPU edit: leaf-by-leaf units");
+    at += unit_level.bytes;
+  }
   const u32* item_ref = unit_ref.get();
   iR = UR.get();
   iC = UC.get();
   irep = unit_rep.get();
-  live = ppath.get() + u * nt;
-  u64 at = base + unit_bytes;
+  live = unit_live.get();
   for (u32 k = 0; k < u; ++k) {
     Level& L = levels[k];
-    const u32 lvl = u - 1 - k;
-    L.ref = Array<u32>(w, L.groups);
-    const InnerLevel il{a.pool(), apath.get() + lvl * nt, irep, L.first.get(), iR, iC, live, L.groups, b};
-    const unsigned grid = static_cast<unsigned>(std::min<u64>(L.groups, 1u << 16));
-    inner_write_kernel<inner_block><<<grid, inner_block, 0, stream>>>(il, item_ref, L.count.get(), L.offset.get(),
-                                                                      arena, at, L.ref.get());
-    w.check_launch("GPU edit: inner nodes");
+    write_level(w, L, pool, apath.get() + (u - 1 - k) * nt, iR, iC, irep, live, item_ref, b, arena, at);
     at += L.bytes;
     item_ref = L.ref.get();
     live = L.count.get();
@@ -335,13 +537,8 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
   w.phase("edit: appended and written");
   res.root = read_back(w, item_ref, "GPU edit: root");
   const u64 shared_children = read_back(w, shared.get(), "GPU edit: shared children");
-  u64 units_live = 0;
-  {
-    Array<u32> flag(w, nt + 1), sum(w, nt + 1);
-    nonnull_kernel<<<blocks_for(nt + 1), 256, 0, stream>>>(unit_ref.get(), nt, flag.get());
-    convert_detail::exclusive_sum(w, flag.get(), sum.get(), nt + 1);
-    units_live = read_back(w, sum.get() + nt, "GPU edit: units rebuilt");
-  }
+  const u64 units_rebuilt = count_present(w, wunit, nt);
+  const u64 leaves_rebuilt = nll > 0 ? count_present(w, lpath.get() + (D - 1) * nll, nll) : 0;
   w.sync("cudaStreamSynchronize(GPU edit)");
   res.view = base + total;
   if (mode == EditMode::remove) {
@@ -352,7 +549,7 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
     st.inserted = m - hits;
     res.nnz = a.nnz() + (m - hits);
   }
-  st.nodes_rewritten = units_live + inner_nodes;
+  st.nodes_rewritten = units_rebuilt + leaves_rebuilt + inner_nodes;
   st.nodes_shared = shared_children;
   st.bytes_written = total;
   return true;

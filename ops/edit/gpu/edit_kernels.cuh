@@ -122,14 +122,19 @@ __global__ void descend_kernel(const std::byte* pool, NodeRef root, u32 b, u32 u
   }
 }
 
-// The touched units the matrix has, as an extraction frontier.
-__global__ void frontier_kernel(const u32* unit_ref, const u64* UR, const u64* UC, const u32* pos, u64 nt, u32* ref,
-                                u64* R, u64* C) {
-  for (u64 t = blockIdx.x * u64(blockDim.x) + threadIdx.x; t < nt; t += u64(gridDim.x) * blockDim.x) {
-    if (unit_ref[t] == null_ref) continue;
-    ref[pos[t]] = unit_ref[t];
-    R[pos[t]] = UR[t];
-    C[pos[t]] = UC[t];
+// flag[i] = 1 for a present node (ref[i] not null) that is taken (take null
+// or take[i] == want); flag[n] = 0.
+__global__ void take_kernel(const u32* ref, const u32* take, u32 want, u64 n, u32* flag) {
+  for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i <= n; i += u64(gridDim.x) * blockDim.x)
+    flag[i] = i < n && ref[i] != null_ref && (!take || take[i] == want);
+}
+__global__ void frontier_select_kernel(const u32* ref, const u64* R, const u64* C, const u32* flag, const u32* pos,
+                                       u64 n, u32* fref, u64* fR, u64* fC) {
+  for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i < n; i += u64(gridDim.x) * blockDim.x) {
+    if (!flag[i]) continue;
+    fref[pos[i]] = ref[i];
+    fR[pos[i]] = R[i];
+    fC[pos[i]] = C[i];
   }
 }
 
@@ -186,6 +191,223 @@ __global__ void put_updates_kernel(const I* row, const I* col, const V* val, con
     bcol[k] = transposed ? r : c;
     bval[k] = val[i];
   }
+}
+
+// ---- leaves and the unit rule ------------------------------------------------
+// Inside a standard unit the leaf is the unit of rebuilding (every node type
+// depends on its own entries only), unless the edit flips the unit's COOW rule.
+
+// Whether the leaf or COOW node `r` holds local position (rr, cc) (leaf:
+// digits below d; COOW: positions below d^2).
+__device__ inline bool holds_entry(const std::byte* pool, NodeRef r, u32 b, u32 rr, u32 cc) {
+  const std::byte* node = pool + ref_offset(r);
+  const NodeType t = ref_type(r);
+  if (t == NodeType::dense) {
+    const u32 cell = (rr << b) | cc;
+    return (reinterpret_cast<const std::uint8_t*>(node)[cell >> 3] >> (cell & 7u)) & 1u;
+  }
+  const u32 n = convert_detail::node_count_word(pool, r);
+  u32 lo = 0, hi = n;
+  if (t == NodeType::coow) {
+    const auto* co = reinterpret_cast<const WideCoord*>(node + coow_layout(n, 4).coord_offset);
+    const u32 want = (rr << 16) | cc;
+    while (lo < hi) {
+      const u32 mid = (lo + hi) / 2;
+      if (((u32(co[mid].row) << 16) | co[mid].col) < want) lo = mid + 1; else hi = mid;
+    }
+    return lo < n && ((u32(co[lo].row) << 16) | co[lo].col) == want;
+  }
+  const auto* co = reinterpret_cast<const LocalCoord*>(node + coo_layout(t, n, 4).coord_offset);
+  const u32 want = (rr << 8) | cc;
+  while (lo < hi) {
+    const u32 mid = (lo + hi) / 2;
+    if (((u32(co[mid].row) << 8) | co[mid].col) < want) lo = mid + 1; else hi = mid;
+  }
+  return lo < n && ((u32(co[lo].row) << 8) | co[lo].col) == want;
+}
+
+// Entries of a leaf (dense: its mask's bits).
+__device__ inline u32 leaf_entries(const std::byte* pool, NodeRef r, u32 b) {
+  if (ref_type(r) != NodeType::dense) return convert_detail::node_count_word(pool, r);
+  const u32 cells = 1u << (2 * b), words = (cells + 31) / 32;
+  const auto* mask = reinterpret_cast<const u32*>(pool + ref_offset(r));
+  u32 c = 0;
+  for (u32 i = 0; i < words; ++i) c += __popc(cells >= 32 ? mask[i] : mask[i] & ((1u << cells) - 1u));
+  return c;
+}
+
+// Each distinct update: present in A (its leaf's or COOW node's entry), and
+// its leaf (lrun = the inclusive scan of leaf heads; none in a depth-1 tree).
+template <class I>
+__global__ void presence_kernel(const std::byte* pool, const u32* aunit, const u32* urun, const u32* ulast, u64 m,
+                                const I* row, const I* col, bool transposed, u32 b, bool unit_is_leaf, u32* present) {
+  for (u64 j = blockIdx.x * u64(blockDim.x) + threadIdx.x; j < m; j += u64(gridDim.x) * blockDim.x) {
+    const u32 i = ulast[j];
+    const u64 r0 = static_cast<u64>(row[i]), c0 = static_cast<u64>(col[i]);
+    const u64 r = transposed ? c0 : r0, c = transposed ? r0 : c0;
+    const u32 m1 = (1u << b) - 1;
+    NodeRef node = aunit[urun[j] - 1];
+    bool hit = false;
+    if (node != null_ref) {
+      if (ref_type(node) == NodeType::coow) {
+        const u32 m2 = (1u << (2 * b)) - 1;
+        hit = holds_entry(pool, node, b, static_cast<u32>(r) & m2, static_cast<u32>(c) & m2);
+      } else {
+        if (!unit_is_leaf) node = find_child(pool, node, b, static_cast<u32>(r >> b) & m1, static_cast<u32>(c >> b) & m1);
+        hit = node != null_ref && holds_entry(pool, node, b, static_cast<u32>(r) & m1, static_cast<u32>(c) & m1);
+      }
+    }
+    present[j] = hit;
+  }
+}
+
+// The touched leaves (one per run of leaf keys): block coordinates, unit,
+// first distinct update, old reference (null where absent or inside a COOW
+// unit), and the change of its entry count (inserts minus removals).
+template <class I>
+__global__ void leaves_kernel(const u64* ukey, const u32* ulast, const u32* urun, const u32* lrun, const u32* present,
+                              u64 m, u32 leaf_shift, const I* row, const I* col, bool transposed, u32 b,
+                              const std::byte* pool, const u32* aunit, bool remove, u64* LR, u64* LC, u32* lunit,
+                              u32* lold, int* ldelta) {
+  for (u64 j = blockIdx.x * u64(blockDim.x) + threadIdx.x; j < m; j += u64(gridDim.x) * blockDim.x) {
+    const u32 l = lrun[j] - 1;
+    const int d = remove ? -static_cast<int>(present[j]) : static_cast<int>(!present[j]);
+    if (d) atomicAdd(ldelta + l, d);
+    if (j > 0 && (ukey[j] >> leaf_shift) == (ukey[j - 1] >> leaf_shift)) continue;
+    const u32 i = ulast[j], t = urun[j] - 1;
+    const u64 r0 = static_cast<u64>(row[i]), c0 = static_cast<u64>(col[i]);
+    LR[l] = (transposed ? c0 : r0) >> b;
+    LC[l] = (transposed ? r0 : c0) >> b;
+    lunit[l] = t;
+    const NodeRef unit = aunit[t];
+    const u32 m1 = (1u << b) - 1;
+    lold[l] = unit == null_ref || ref_type(unit) == NodeType::coow
+                  ? null_ref
+                  : find_child(pool, unit, b, static_cast<u32>(LR[l]) & m1, static_cast<u32>(LC[l]) & m1);
+  }
+}
+
+// Per unit: rebuilt whole (1: absent, COOW, a depth-1 tree, or a standard
+// unit whose COOW rule flips) or leaf by leaf (0). lfirst: per unit, its first
+// touched leaf (nt + 1 entries; leaves of a unit are contiguous, in cell order).
+template <unsigned Block>
+__global__ void unit_mode_kernel(const std::byte* pool, const u32* aunit, u64 nt, const u64* lfirst, const u64* LR,
+                                 const u64* LC, const u32* lold, const int* ldelta, u32 b, bool wide, bool unit_is_leaf,
+                                 u32 value_bytes, u32* whole) {
+  using Reduce = CUB_NS_QUALIFIER::BlockReduce<u64, Block>;
+  __shared__ typename Reduce::TempStorage tmp;
+  const u32 m1 = (1u << b) - 1;
+  for (u64 t = blockIdx.x; t < nt; t += gridDim.x) {
+    const NodeRef unit = aunit[t];
+    if (unit_is_leaf || unit == null_ref || ref_type(unit) == NodeType::coow || !wide) {
+      if (threadIdx.x == 0) whole[t] = unit_is_leaf || unit == null_ref || ref_type(unit) == NodeType::coow;
+      continue;
+    }
+    const u64 lo = lfirst[t], hi = lfirst[t + 1];
+    u64 bytes = 0, entries = 0, children = 0;
+    // Old children the edit leaves alone.
+    const bool dense = ref_type(unit) == NodeType::dense;
+    const std::byte* node = pool + ref_offset(unit);
+    const u32 n_old = dense ? 1u << (2 * b) : convert_detail::node_count_word(pool, unit);
+    const CooLayout lay = dense ? CooLayout{} : coo_layout(ref_type(unit), n_old, sizeof(NodeRef));
+    for (u32 k = threadIdx.x; k < n_old; k += blockDim.x) {
+      u32 cell;
+      NodeRef leaf;
+      if (dense) {
+        cell = k;
+        leaf = reinterpret_cast<const NodeRef*>(node)[k];
+        if (leaf == null_ref) continue;
+      } else {
+        const LocalCoord lc = reinterpret_cast<const LocalCoord*>(node + lay.coord_offset)[k];
+        cell = (u32(lc.row) << b) | lc.col;
+        leaf = reinterpret_cast<const NodeRef*>(node + lay.value_offset)[k];
+      }
+      u64 a = lo, z = hi;
+      while (a < z) {
+        const u64 mid = a + (z - a) / 2;
+        const u32 c = ((static_cast<u32>(LR[mid]) & m1) << b) | (static_cast<u32>(LC[mid]) & m1);
+        if (c < cell) a = mid + 1; else z = mid;
+      }
+      if (a < hi && (((static_cast<u32>(LR[a]) & m1) << b) | (static_cast<u32>(LC[a]) & m1)) == cell) continue;
+      const u32 n = leaf_entries(pool, leaf, b);
+      bytes += choose_node(n, b, true, value_bytes).bytes;
+      entries += n;
+      ++children;
+    }
+    // The touched ones as they will be.
+    for (u64 l = lo + threadIdx.x; l < hi; l += blockDim.x) {
+      const long long n = (lold[l] != null_ref ? static_cast<long long>(leaf_entries(pool, lold[l], b)) : 0) + ldelta[l];
+      if (n <= 0) continue;
+      bytes += choose_node(static_cast<u32>(n), b, true, value_bytes).bytes;
+      entries += static_cast<u64>(n);
+      ++children;
+    }
+    const u64 total_bytes = Reduce(tmp).Sum(bytes);
+    __syncthreads();
+    const u64 total_entries = Reduce(tmp).Sum(entries);
+    __syncthreads();
+    const u64 total_children = Reduce(tmp).Sum(children);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      bool flip = false;
+      if (total_entries > 0 && total_entries <= 0xFFFFFFFFull) {
+        const u64 standard = total_bytes + choose_node(static_cast<u32>(total_children), b, false, sizeof(NodeRef)).bytes;
+        flip = coow_layout64(total_entries, value_bytes).bytes <= standard;
+      }
+      whole[t] = flip;
+    }
+  }
+}
+
+// lfirst[t] = the first touched leaf of unit t (lfirst[nt] = nl): every
+// touched unit of a tree with leaves below its units has one.
+__global__ void leaf_first_kernel(const u32* lunit, u64 nl, u64 nt, u64* lfirst) {
+  for (u64 l = blockIdx.x * u64(blockDim.x) + threadIdx.x; l <= nl; l += u64(gridDim.x) * blockDim.x) {
+    if (l == nl) lfirst[nt] = nl;
+    else if (l == 0 || lunit[l] != lunit[l - 1]) lfirst[lunit[l]] = l;
+  }
+}
+
+// flag[i] = whether item i's unit is (want) whole; flag[n] = 0.
+__global__ void mode_flags_kernel(const u32* unit_of, u64 n, const u32* whole, u32 want, u32* flag) {
+  for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i <= n; i += u64(gridDim.x) * blockDim.x)
+    flag[i] = i < n && whole[unit_of ? unit_of[i] : i] == want;
+}
+
+// out[pos[i]] = value[i] (or i) where flag[i].
+__global__ void select_kernel(const u32* flag, const u32* pos, u64 n, const u32* value, u32* out) {
+  for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i < n; i += u64(gridDim.x) * blockDim.x)
+    if (flag[i]) out[pos[i]] = value ? value[i] : static_cast<u32>(i);
+}
+
+template <class T>
+__global__ void gather_kernel(const T* in, const u32* idx, u64 n, T* out) {
+  for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i < n; i += u64(gridDim.x) * blockDim.x) out[i] = in[idx[i]];
+}
+
+// The unit of every update (in input order), from the sorted order.
+__global__ void raw_unit_kernel(const u32* idx_s, const u32* run, const u32* urun, u64 n, u32* unit_of) {
+  for (u64 p = blockIdx.x * u64(blockDim.x) + threadIdx.x; p < n; p += u64(gridDim.x) * blockDim.x)
+    unit_of[idx_s[p]] = urun[run[p] - 1] - 1;
+}
+
+// Units that exist after the edit, and their references where already known
+// (whole units: the rebuilt ones); leaf-by-leaf units are filled from their
+// merged nodes (group g is unit rep[g]).
+__global__ void unit_live_kernel(const u32* whole, const u32* rebuilt, u64 nt, u32* live) {
+  for (u64 t = blockIdx.x * u64(blockDim.x) + threadIdx.x; t < nt; t += u64(gridDim.x) * blockDim.x)
+    live[t] = whole[t] && rebuilt[t] != null_ref;
+}
+__global__ void scatter_live_kernel(const u32* grep, const u32* count, u64 groups, u32* live) {
+  for (u64 g = blockIdx.x * u64(blockDim.x) + threadIdx.x; g < groups; g += u64(gridDim.x) * blockDim.x)
+    live[grep[g]] = count[g] > 0;
+}
+__global__ void minus_one_kernel(const u32* in, u64 n, u32* out) {
+  for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i < n; i += u64(gridDim.x) * blockDim.x) out[i] = in[i] - 1;
+}
+__global__ void scatter_groups_kernel(const u32* grep, const u32* value, u64 groups, u32* out) {
+  for (u64 g = blockIdx.x * u64(blockDim.x) + threadIdx.x; g < groups; g += u64(gridDim.x) * blockDim.x)
+    out[grep[g]] = value[g];
 }
 
 // ---- the inner nodes above the units, one level at a time ------------------
