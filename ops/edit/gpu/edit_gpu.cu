@@ -302,8 +302,9 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
     m = read_back(w, run.get() + n, "GPU edit: distinct positions");
   }
   Array<u64> ukey(w, m);
-  Array<u32> ulast(w, m);
-  unique_kernel<<<blocks_for(n), 256, 0, stream>>>(key_s.get(), idx_s.get(), run.get(), n, ukey.get(), ulast.get());
+  Array<u32> ulast(w, m), ustart(w, m + 1);
+  unique_kernel<<<blocks_for(n), 256, 0, stream>>>(key_s.get(), idx_s.get(), run.get(), n, ukey.get(), ulast.get(),
+                                                   ustart.get());
   w.check_launch("GPU edit: unique kernel");
   key_s.release();
   w.phase("edit: sorted batch");
@@ -342,7 +343,8 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
   // or a COOW rule that flips) rather than leaf by leaf.
   u64 nl = 0;
   Array<u64> LR, LC, lfirst;
-  Array<u32> lunit, lold;
+  Array<u32> lunit, lold, lstart;
+  Array<int> ldelta;
   Array<u32> whole(w, nt);
   if (!unit_is_leaf) {
     const u32 leaf_shift = 2 * b;
@@ -357,12 +359,13 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
     LC = Array<u64>(w, nl);
     lunit = Array<u32>(w, nl);
     lold = Array<u32>(w, nl);
-    Array<int> ldelta(w, nl);
+    ldelta = Array<int>(w, nl);
+    lstart = Array<u32>(w, nl + 1);
     cuda_check(cudaMemsetAsync(ldelta.get(), 0, nl * sizeof(int), stream), "cudaMemsetAsync");
     leaves_kernel<I><<<blocks_for(m), 256, 0, stream>>>(ukey.get(), ulast.get(), urun.get(), lrun.get(), present.get(),
                                                         m, leaf_shift, up.row, up.col, tr, b, pool, aunit,
                                                         mode == EditMode::remove, LR.get(), LC.get(), lunit.get(),
-                                                        lold.get(), ldelta.get());
+                                                        lold.get(), ldelta.get(), lstart.get());
     w.check_launch("GPU edit: leaves");
     lfirst = Array<u64>(w, nt + 1);
     leaf_first_kernel<<<blocks_for(nl + 1), 256, 0, stream>>>(lunit.get(), nl, nt, lfirst.get());
@@ -387,7 +390,6 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
     raw_unit_kernel<<<blocks_for(n), 256, 0, stream>>>(idx_s.get(), run.get(), urun.get(), n, raw_unit.get());
     w.check_launch("GPU edit: update units");
   }
-  idx_s.release();
   run.release();
   Array<u32> dunit;  // per distinct update: its unit
   if (mode == EditMode::set) {
@@ -413,10 +415,16 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
     whole_built = rebuild<V, I, J>(w, old, ukey.get(), m, tk, mode, up, tr, sel.get(), k, s, a.wide_nodes());
   }
   w.phase("edit: whole units rebuilt");
-  Array<u32> lsel;  // the touched leaves of leaf-by-leaf units
+  // The touched leaves of leaf-by-leaf units: merged in place of a rebuild
+  // (a thread block each, through a dense image in shared memory) where the
+  // image fits (node size up to 128), else built by the builder.
+  const bool merge_leaves = b <= 7;
+  Array<u32> lsel;
   u64 nll = 0;
   Array<u64> lR, lC;
-  Array<u32> lrep, lref_old;
+  Array<u32> lrep, lref_old, lj0, lj1, lcount;
+  Array<u64> loff;
+  u64 lbytes = 0;
   if (nl > 0) {
     lsel = select_by_mode(w, lunit.get(), whole.get(), 0, nl, nullptr, nll);
     lR = Array<u64>(w, nll);
@@ -428,7 +436,22 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
     gather_kernel<u32><<<blocks_for(nll), 256, 0, stream>>>(lunit.get(), lsel.get(), nll, lrep.get());
     gather_kernel<u32><<<blocks_for(nll), 256, 0, stream>>>(lold.get(), lsel.get(), nll, lref_old.get());
     w.check_launch("GPU edit: leaves of leaf-by-leaf units");
-    if (nll > 0) {
+    if (nll > 0 && merge_leaves) {
+      Array<int> ld(w, nll);
+      lj0 = Array<u32>(w, nll);
+      lj1 = Array<u32>(w, nll);
+      gather_kernel<int><<<blocks_for(nll), 256, 0, stream>>>(ldelta.get(), lsel.get(), nll, ld.get());
+      gather_kernel<u32><<<blocks_for(nll), 256, 0, stream>>>(lstart.get(), lsel.get(), nll, lj0.get());
+      gather_next_kernel<<<blocks_for(nll), 256, 0, stream>>>(lstart.get(), lsel.get(), nll, lj1.get());
+      lcount = Array<u32>(w, nll);
+      Array<u64> bytes(w, nll + 1);
+      leaf_sizes_kernel<<<blocks_for(nll + 1), 256, 0, stream>>>(pool, lref_old.get(), ld.get(), nll, b, sizeof(V),
+                                                                 lcount.get(), bytes.get());
+      w.check_launch("GPU edit: leaf sizes");
+      loff = Array<u64>(w, nll + 1);
+      convert_detail::exclusive_sum(w, bytes.get(), loff.get(), nll + 1);
+      lbytes = read_back(w, loff.get() + nll, "GPU edit: leaf bytes");
+    } else if (nll > 0) {
       Entries<V> old = extract_entries<V>(w, pool, b, false, lref_old.get(), lR.get(), lC.get(), nll, nullptr, 0);
       u64 k = 0;
       Array<u32> sel = updates_of(0, k);
@@ -443,8 +466,7 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
   const u64 wend = prefix_end(w, whole_built.pool(), whole_built.root(), whole_built.pool_bytes(), b, u, UR.get(),
                               UC.get(), nt, wpath);
   const u64 wbytes = wend - sizeof(PoolHeader);
-  u64 lbytes = 0;
-  if (nll > 0)
+  if (nll > 0 && !merge_leaves)
     lbytes = prefix_end(w, leaf_built.pool(), leaf_built.root(), leaf_built.pool_bytes(), b, D - 1, lR.get(), lC.get(),
                         nll, lpath) - sizeof(PoolHeader);
 
@@ -455,9 +477,8 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
   cuda_check(cudaMemsetAsync(shared.get(), 0, sizeof(unsigned long long), stream), "cudaMemsetAsync");
   const u32* wunit = wpath.get() + u * nt;
   Level unit_level;
-  if (nll > 0)
-    count_level(w, unit_level, pool, aunit, lR.get(), lC.get(), lrep.get(), lpath.get() + (D - 1) * nll, nll, b,
-                shared.get());
+  const u32* leaf_live = nll == 0 ? nullptr : merge_leaves ? lcount.get() : lpath.get() + (D - 1) * nll;
+  if (nll > 0) count_level(w, unit_level, pool, aunit, lR.get(), lC.get(), lrep.get(), leaf_live, nll, b, shared.get());
   Array<u32> unit_live(w, nt);
   unit_live_kernel<<<blocks_for(nt), 256, 0, stream>>>(whole.get(), wunit, nt, unit_live.get());
   if (unit_level.groups > 0)
@@ -494,24 +515,37 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
     cuda_check(cudaMemcpyAsync(arena + base, whole_built.pool() + sizeof(PoolHeader), wbytes, cudaMemcpyDeviceToDevice,
                                stream),
                "cudaMemcpyAsync(rebuilt units)");
-  if (lbytes > 0)
+  if (lbytes > 0 && !merge_leaves)
     cuda_check(cudaMemcpyAsync(arena + base + wbytes, leaf_built.pool() + sizeof(PoolHeader), lbytes,
                                cudaMemcpyDeviceToDevice, stream),
                "cudaMemcpyAsync(rebuilt leaves)");
-  if (upper_bytes > 0)
-    cuda_check(cudaMemsetAsync(arena + base + wbytes + lbytes, 0, upper_bytes, stream), "cudaMemsetAsync(inner nodes)");
+  const u64 zeroed = merge_leaves ? wbytes : wbytes + lbytes;  // merged leaves are written into zeroed memory too
+  if (total > zeroed) cuda_check(cudaMemsetAsync(arena + base + zeroed, 0, total - zeroed, stream), "cudaMemsetAsync");
   Array<u32> unit_ref(w, nt);
   place_units_kernel<<<static_cast<unsigned>(std::min<u64>((nt + 7) / 8, 1u << 20)), 256, 0, stream>>>(
       wunit, nt, static_cast<u32>(base - sizeof(PoolHeader)), unit_is_leaf, b, arena, unit_ref.get());
   w.check_launch("GPU edit: placing the units");
   u64 at = base + wbytes + lbytes;
+  Array<u32> leaf_ref;
   if (nll > 0) {
-    Array<u32> leaf_ref(w, nll);
-    place_units_kernel<<<static_cast<unsigned>(std::min<u64>((nll + 7) / 8, 1u << 20)), 256, 0, stream>>>(
-        lpath.get() + (D - 1) * nll, nll, static_cast<u32>(base + wbytes - sizeof(PoolHeader)), true, b, arena,
-        leaf_ref.get());
-    write_level(w, unit_level, pool, aunit, lR.get(), lC.get(), lrep.get(), lpath.get() + (D - 1) * nll,
-                leaf_ref.get(), b, arena, at);
+    leaf_ref = Array<u32>(w, nll);
+    if (merge_leaves) {
+      const LeafMerge<V> lm{pool, arena, base + wbytes, nll, lref_old.get(), lj0.get(), lj1.get(), lcount.get(),
+                            loff.get(), ukey.get(), ulast.get(), ustart.get(), idx_s.get(), present.get(), up.val,
+                            mode, b, leaf_ref.get()};
+      const std::size_t image = (std::size_t{1} << (2 * b)) * sizeof(V) + ((std::size_t{1} << (2 * b)) + 31) / 32 * 4;
+      cuda_check(cudaFuncSetAttribute(leaf_merge_kernel<V, inner_block>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(image)),
+                 "cudaFuncSetAttribute(leaf merge)");
+      leaf_merge_kernel<V, inner_block><<<static_cast<unsigned>(std::min<u64>(nll, 1u << 16)), inner_block, image,
+                                          stream>>>(lm);
+      w.check_launch("GPU edit: leaf merge");
+    } else {
+      place_units_kernel<<<static_cast<unsigned>(std::min<u64>((nll + 7) / 8, 1u << 20)), 256, 0, stream>>>(
+          lpath.get() + (D - 1) * nll, nll, static_cast<u32>(base + wbytes - sizeof(PoolHeader)), true, b, arena,
+          leaf_ref.get());
+    }
+    write_level(w, unit_level, pool, aunit, lR.get(), lC.get(), lrep.get(), leaf_live, leaf_ref.get(), b, arena, at);
     scatter_groups_kernel<<<blocks_for(unit_level.groups), 256, 0, stream>>>(
         unit_level.rep.get(), unit_level.ref.get(), unit_level.groups, unit_ref.get());
     w.check_launch("GPU edit: leaf-by-leaf units");
@@ -538,7 +572,7 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
   res.root = read_back(w, item_ref, "GPU edit: root");
   const u64 shared_children = read_back(w, shared.get(), "GPU edit: shared children");
   const u64 units_rebuilt = count_present(w, wunit, nt);
-  const u64 leaves_rebuilt = nll > 0 ? count_present(w, lpath.get() + (D - 1) * nll, nll) : 0;
+  const u64 leaves_rebuilt = nll > 0 ? count_present(w, leaf_ref.get(), nll) : 0;
   w.sync("cudaStreamSynchronize(GPU edit)");
   res.view = base + total;
   if (mode == EditMode::remove) {

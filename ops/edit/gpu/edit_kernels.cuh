@@ -7,6 +7,7 @@
 #include <cub/block/block_scan.cuh>
 
 #include "../../convert/gpu/extract_kernels.cuh"
+#include "hisparse/ops/edit.hpp"
 
 namespace hisparse::ops::edit_gpu_detail {
 
@@ -57,10 +58,17 @@ __global__ void run_heads_kernel(const u64* key, u64 n, u32 shift, u32* head) {
 
 // One entry per distinct position: its key and the last update at it (the
 // one set keeps). run[i] = the inclusive scan of the heads.
-__global__ void unique_kernel(const u64* key, const u32* idx, const u32* run, u64 n, u64* ukey, u32* ulast) {
+// ustart[j]: the run's first position in sorted order (ustart[m] = n: the
+// add sums a position's updates over its run).
+__global__ void unique_kernel(const u64* key, const u32* idx, const u32* run, u64 n, u64* ukey, u32* ulast,
+                              u32* ustart) {
   for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i < n; i += u64(gridDim.x) * blockDim.x) {
     const u32 j = run[i] - 1;
-    if (i == 0 || key[i] != key[i - 1]) ukey[j] = key[i];
+    if (i + 1 == n) ustart[j + 1] = static_cast<u32>(n);
+    if (i == 0 || key[i] != key[i - 1]) {
+      ukey[j] = key[i];
+      ustart[j] = static_cast<u32>(i);
+    }
     if (i + 1 == n || key[i + 1] != key[i]) ulast[j] = idx[i];
   }
 }
@@ -268,9 +276,10 @@ template <class I>
 __global__ void leaves_kernel(const u64* ukey, const u32* ulast, const u32* urun, const u32* lrun, const u32* present,
                               u64 m, u32 leaf_shift, const I* row, const I* col, bool transposed, u32 b,
                               const std::byte* pool, const u32* aunit, bool remove, u64* LR, u64* LC, u32* lunit,
-                              u32* lold, int* ldelta) {
+                              u32* lold, int* ldelta, u32* lstart) {
   for (u64 j = blockIdx.x * u64(blockDim.x) + threadIdx.x; j < m; j += u64(gridDim.x) * blockDim.x) {
     const u32 l = lrun[j] - 1;
+    if (j + 1 == m) lstart[l + 1] = static_cast<u32>(m);
     const int d = remove ? -static_cast<int>(present[j]) : static_cast<int>(!present[j]);
     if (d) atomicAdd(ldelta + l, d);
     if (j > 0 && (ukey[j] >> leaf_shift) == (ukey[j - 1] >> leaf_shift)) continue;
@@ -279,6 +288,7 @@ __global__ void leaves_kernel(const u64* ukey, const u32* ulast, const u32* urun
     LR[l] = (transposed ? c0 : r0) >> b;
     LC[l] = (transposed ? r0 : c0) >> b;
     lunit[l] = t;
+    lstart[l] = static_cast<u32>(j);
     const NodeRef unit = aunit[t];
     const u32 m1 = (1u << b) - 1;
     lold[l] = unit == null_ref || ref_type(unit) == NodeType::coow
@@ -408,6 +418,142 @@ __global__ void minus_one_kernel(const u32* in, u64 n, u32* out) {
 __global__ void scatter_groups_kernel(const u32* grep, const u32* value, u64 groups, u32* out) {
   for (u64 g = blockIdx.x * u64(blockDim.x) + threadIdx.x; g < groups; g += u64(gridDim.x) * blockDim.x)
     out[grep[g]] = value[g];
+}
+
+// ---- leaves merged in place of a rebuild ---------------------------------------
+// A touched leaf of a leaf-by-leaf unit is its old entries with its distinct
+// updates applied, written by one thread block through a dense image of the
+// leaf in shared memory (d^2 values and occupancy bits: node sizes up to 128).
+
+template <class V>
+struct LeafMerge {
+  const std::byte* pool;  // the old nodes
+  std::byte* arena;       // the new leaves: at base + offset[l] (zeroed)
+  u64 base;
+  u64 leaves;
+  const u32* old;         // per leaf: its old reference (or null)
+  const u32* first;       // per leaf: its distinct updates [first[l], last[l])
+  const u32* last;
+  const u32* count;       // per leaf: its entries after the edit
+  const u64* offset;
+  const u64* ukey;        // per distinct update: its tree key (the low 2b bits: its cell)
+  const u32* ulast;       // the last update at it (set)
+  const u32* ustart;      // its updates in sorted order [ustart[j], ustart[j+1]) (add)
+  const u32* idx_s;       // sorted order -> input index
+  const u32* present;     // whether A holds it
+  const V* val;           // the updates' values (input order)
+  EditMode mode;
+  u32 b;
+  u32* out;               // per leaf: its new reference (null: emptied)
+};
+
+template <class V, unsigned Block>
+__global__ void leaf_merge_kernel(LeafMerge<V> a) {
+  using Scan = CUB_NS_QUALIFIER::BlockScan<u32, Block>;
+  __shared__ typename Scan::TempStorage tmp;
+  extern __shared__ __align__(16) unsigned char image[];
+  const u32 b = a.b, cells = 1u << (2 * b), words = (cells + 31) / 32;
+  V* vals = reinterpret_cast<V*>(image);
+  u32* mask = reinterpret_cast<u32*>(image + cells * sizeof(V));
+  for (u64 l = blockIdx.x; l < a.leaves; l += gridDim.x) {
+    const u32 n_new = a.count[l];
+    if (n_new == 0) {
+      if (threadIdx.x == 0) a.out[l] = null_ref;
+      continue;
+    }
+    for (u32 w = threadIdx.x; w < words; w += Block) mask[w] = 0;
+    __syncthreads();
+    const NodeRef old = a.old[l];
+    if (old != null_ref) {
+      const std::byte* node = a.pool + ref_offset(old);
+      if (ref_type(old) == NodeType::dense) {
+        const auto* m8 = reinterpret_cast<const std::uint8_t*>(node);
+        for (u32 w = threadIdx.x; w < words; w += Block) {
+          u32 word = 0;
+          for (u32 k = 0; k < 4 && 4 * w + k < (cells + 7) / 8; ++k) word |= u32(m8[4 * w + k]) << (8 * k);
+          mask[w] = word;
+        }
+        const V* src = reinterpret_cast<const V*>(node + dense_mask_bytes(b));
+        for (u32 c = threadIdx.x; c < cells; c += Block) vals[c] = src[c];
+      } else {
+        const u32 n = convert_detail::node_count_word(a.pool, old);
+        const CooLayout lay = coo_layout(ref_type(old), n, sizeof(V));
+        const auto* co = reinterpret_cast<const LocalCoord*>(node + lay.coord_offset);
+        const V* src = reinterpret_cast<const V*>(node + lay.value_offset);
+        for (u32 i = threadIdx.x; i < n; i += Block) {
+          const u32 c = (u32(co[i].row) << b) | co[i].col;
+          vals[c] = src[i];
+          atomicOr(mask + (c >> 5), 1u << (c & 31));
+        }
+      }
+    }
+    __syncthreads();
+    for (u32 j = a.first[l] + threadIdx.x; j < a.last[l]; j += Block) {
+      const u32 c = static_cast<u32>(a.ukey[j]) & (cells - 1);
+      if (a.mode == EditMode::remove) {
+        atomicAnd(mask + (c >> 5), ~(1u << (c & 31)));
+        continue;
+      }
+      V v;
+      if (a.mode == EditMode::set) {
+        v = a.val[a.ulast[j]];
+      } else {  // add: the old value, then every update of the position in input order
+        u32 p = a.ustart[j];
+        v = a.present[j] ? vals[c] + a.val[a.idx_s[p]] : a.val[a.idx_s[p]];
+        for (++p; p < a.ustart[j + 1]; ++p) v += a.val[a.idx_s[p]];
+      }
+      vals[c] = v;
+      atomicOr(mask + (c >> 5), 1u << (c & 31));
+    }
+    __syncthreads();
+    const NodeChoice choice = choose_node(n_new, b, true, sizeof(V));
+    std::byte* dst = a.arena + a.base + a.offset[l];
+    if (choice.type == NodeType::dense) {
+      auto* m8 = reinterpret_cast<std::uint8_t*>(dst);
+      for (u32 w = threadIdx.x; w < words; w += Block)
+        for (u32 k = 0; k < 4 && 4 * w + k < (cells + 7) / 8; ++k) m8[4 * w + k] = static_cast<std::uint8_t>(mask[w] >> (8 * k));
+      V* out = reinterpret_cast<V*>(dst + dense_mask_bytes(b));
+      for (u32 c = threadIdx.x; c < cells; c += Block) out[c] = (mask[c >> 5] >> (c & 31)) & 1u ? vals[c] : V(0);
+    } else {
+      const CooLayout lay = coo_layout(choice.type, n_new, sizeof(V));
+      auto* co = reinterpret_cast<LocalCoord*>(dst + lay.coord_offset);
+      V* out = reinterpret_cast<V*>(dst + lay.value_offset);
+      u32 done = 0;
+      for (u32 w0 = 0; w0 < words; w0 += Block) {
+        const u32 w = w0 + threadIdx.x;
+        const u32 word = w < words ? mask[w] : 0u;
+        u32 rank = 0, total = 0;
+        Scan(tmp).ExclusiveSum(static_cast<u32>(__popc(word)), rank, total);
+        for (u32 bits = word; bits; bits &= bits - 1) {
+          const u32 c = 32 * w + (__ffs(bits) - 1);
+          co[done + rank] = LocalCoord{static_cast<std::uint8_t>(c >> b), static_cast<std::uint8_t>(c & ((1u << b) - 1))};
+          out[done + rank] = vals[c];
+          ++rank;
+        }
+        done += total;
+        __syncthreads();
+      }
+      if (threadIdx.x == 0) *reinterpret_cast<u32*>(dst) = n_new;
+    }
+    if (threadIdx.x == 0) a.out[l] = make_ref(a.base + a.offset[l], choice.type);
+    __syncthreads();
+  }
+}
+
+// Per leaf of a leaf-by-leaf unit: its entries after the edit and its bytes.
+__global__ void leaf_sizes_kernel(const std::byte* pool, const u32* old, const int* delta, u64 n, u32 b, u32 value_bytes,
+                                  u32* count, u64* bytes) {
+  for (u64 l = blockIdx.x * u64(blockDim.x) + threadIdx.x; l <= n; l += u64(gridDim.x) * blockDim.x) {
+    if (l == n) { bytes[n] = 0; continue; }
+    const long long c = (old[l] != null_ref ? static_cast<long long>(leaf_entries(pool, old[l], b)) : 0) + delta[l];
+    count[l] = c > 0 ? static_cast<u32>(c) : 0;
+    bytes[l] = c > 0 ? choose_node(static_cast<u32>(c), b, true, value_bytes).bytes : 0;
+  }
+}
+
+// out[i] = in[idx[i] + 1] (the end of item idx[i]'s range).
+__global__ void gather_next_kernel(const u32* in, const u32* idx, u64 n, u32* out) {
+  for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i < n; i += u64(gridDim.x) * blockDim.x) out[i] = in[idx[i] + 1];
 }
 
 // ---- the inner nodes above the units, one level at a time ------------------
