@@ -195,6 +195,17 @@ inline Array<u32> select_by_mode(WorkMemory& w, const u32* unit_of, const u32* w
   return out;
 }
 
+// The indices i < n with flag[i] (flag[n] = 0), in order.
+inline Array<u32> flagged(WorkMemory& w, const u32* flag, u64 n, u64& count) {
+  Array<u32> pos(w, n + 1);
+  convert_detail::exclusive_sum(w, flag, pos.get(), n + 1);
+  count = read_back(w, pos.get() + n, "GPU edit: selection");
+  Array<u32> out(w, count);
+  select_kernel<<<blocks_for(n), 256, 0, w.stream()>>>(flag, pos.get(), n, nullptr, out.get());
+  w.check_launch("GPU edit: selection");
+  return out;
+}
+
 // How many of n references are not null.
 inline u64 count_present(WorkMemory& w, const u32* ref, u64 n) {
   Array<u32> flag(w, n + 1), pos(w, n + 1);
@@ -332,12 +343,9 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
                                                         b, unit_is_leaf, present.get());
   cuda_check(cudaMemsetAsync(present.get() + m, 0, sizeof(u32), stream), "cudaMemsetAsync");
   w.check_launch("GPU edit: presence");
-  u64 hits = 0;
-  {
-    Array<u32> sum(w, m + 1);
-    convert_detail::exclusive_sum(w, present.get(), sum.get(), m + 1);
-    hits = read_back(w, sum.get() + m, "GPU edit: positions present");
-  }
+  Array<u32> ppos(w, m + 1);  // present updates before each
+  convert_detail::exclusive_sum(w, present.get(), ppos.get(), m + 1);
+  const u64 hits = read_back(w, ppos.get() + m, "GPU edit: positions present");
 
   // 3. The touched leaves, and which units are rebuilt whole (absent, COOW,
   // or a COOW rule that flips) rather than leaf by leaf.
@@ -530,15 +538,28 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
   if (nll > 0) {
     leaf_ref = Array<u32>(w, nll);
     if (merge_leaves) {
-      const LeafMerge<V> lm{pool, arena, base + wbytes, nll, lref_old.get(), lj0.get(), lj1.get(), lcount.get(),
+      const LeafMerge<V> lm{pool, arena, base + wbytes, lref_old.get(), lj0.get(), lj1.get(), lcount.get(),
                             loff.get(), ukey.get(), ulast.get(), ustart.get(), idx_s.get(), present.get(), up.val,
                             mode, b, leaf_ref.get()};
-      const std::size_t image = (std::size_t{1} << (2 * b)) * sizeof(V) + ((std::size_t{1} << (2 * b)) + 31) / 32 * 4;
-      cuda_check(cudaFuncSetAttribute(leaf_merge_kernel<V, inner_block>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(image)),
-                 "cudaFuncSetAttribute(leaf merge)");
-      leaf_merge_kernel<V, inner_block><<<static_cast<unsigned>(std::min<u64>(nll, 1u << 16)), inner_block, image,
-                                          stream>>>(lm);
+      Array<u32> dense_flag(w, nll + 1), other_flag(w, nll + 1);
+      dense_leaves_kernel<<<blocks_for(nll + 1), 256, 0, stream>>>(pool, lref_old.get(), lcount.get(), nll, b,
+                                                                   sizeof(V), dense_flag.get());
+      invert_flags_kernel<<<blocks_for(nll + 1), 256, 0, stream>>>(dense_flag.get(), nll, other_flag.get());
+      u64 n_dense = 0, n_sparse = 0;
+      const Array<u32> dense_list = flagged(w, dense_flag.get(), nll, n_dense);
+      const Array<u32> sparse_list = flagged(w, other_flag.get(), nll, n_sparse);
+      if (n_sparse > 0)
+        leaf_merge_sparse_kernel<V><<<static_cast<unsigned>(std::min<u64>((n_sparse + 7) / 8, 1u << 20)), 256, 0,
+                                      stream>>>(lm, sparse_list.get(), n_sparse, ppos.get());
+      if (n_dense > 0) {
+        const std::size_t image =
+            (std::size_t{1} << (2 * b)) * sizeof(V) + ((std::size_t{1} << (2 * b)) + 31) / 32 * 4;
+        cuda_check(cudaFuncSetAttribute(leaf_merge_kernel<V, inner_block>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(image)),
+                   "cudaFuncSetAttribute(leaf merge)");
+        leaf_merge_kernel<V, inner_block><<<static_cast<unsigned>(std::min<u64>(n_dense, 1u << 16)), inner_block,
+                                            image, stream>>>(lm, dense_list.get(), n_dense);
+      }
       w.check_launch("GPU edit: leaf merge");
     } else {
       place_units_kernel<<<static_cast<unsigned>(std::min<u64>((nll + 7) / 8, 1u << 20)), 256, 0, stream>>>(

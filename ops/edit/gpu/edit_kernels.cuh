@@ -422,15 +422,15 @@ __global__ void scatter_groups_kernel(const u32* grep, const u32* value, u64 gro
 
 // ---- leaves merged in place of a rebuild ---------------------------------------
 // A touched leaf of a leaf-by-leaf unit is its old entries with its distinct
-// updates applied, written by one thread block through a dense image of the
-// leaf in shared memory (d^2 values and occupancy bits: node sizes up to 128).
+// updates applied: sparse both ways by a warp placing entries by rank, dense
+// on either side by a thread block through a dense image of the leaf in
+// shared memory (d^2 values and occupancy bits: node sizes up to 128).
 
 template <class V>
 struct LeafMerge {
   const std::byte* pool;  // the old nodes
   std::byte* arena;       // the new leaves: at base + offset[l] (zeroed)
   u64 base;
-  u64 leaves;
   const u32* old;         // per leaf: its old reference (or null)
   const u32* first;       // per leaf: its distinct updates [first[l], last[l])
   const u32* last;
@@ -447,20 +447,101 @@ struct LeafMerge {
   u32* out;               // per leaf: its new reference (null: emptied)
 };
 
+// The value an update leaves at its position (set: the last; add: the old
+// value if present, then each update in input order).
+template <class V>
+__device__ inline V updated_value(const LeafMerge<V>& a, u32 j, bool present, V old) {
+  if (a.mode == EditMode::set) return a.val[a.ulast[j]];
+  u32 p = a.ustart[j];
+  V v = present ? old + a.val[a.idx_s[p]] : a.val[a.idx_s[p]];
+  for (++p; p < a.ustart[j + 1]; ++p) v += a.val[a.idx_s[p]];
+  return v;
+}
+
+// Leaves whose old and new forms are both sparse (or that empty): a warp
+// each, no image: every entry goes to its rank (an old entry moves by the
+// inserts before it, or back by the removals before it; an insert goes after
+// the old entries before it). ppos: the exclusive scan of `present`.
+template <class V>
+__global__ void leaf_merge_sparse_kernel(LeafMerge<V> a, const u32* list, u64 n_list, const u32* ppos) {
+  const u32 b = a.b, cells = 1u << (2 * b), lane = threadIdx.x & 31u;
+  const u64 warps = (u64(gridDim.x) * blockDim.x) / 32;
+  for (u64 q = (blockIdx.x * u64(blockDim.x) + threadIdx.x) / 32; q < n_list; q += warps) {
+    const u64 l = list[q];
+    const u32 n_new = a.count[l];
+    if (n_new == 0) {
+      if (lane == 0) a.out[l] = null_ref;
+      continue;
+    }
+    const u32 j0 = a.first[l], k = a.last[l] - j0, p0 = ppos[j0];
+    const NodeRef old = a.old[l];
+    u32 n_old = 0;
+    const LocalCoord* oco = nullptr;
+    const V* ov = nullptr;
+    if (old != null_ref) {
+      const std::byte* node = a.pool + ref_offset(old);
+      n_old = convert_detail::node_count_word(a.pool, old);
+      const CooLayout lay = coo_layout(ref_type(old), n_old, sizeof(V));
+      oco = reinterpret_cast<const LocalCoord*>(node + lay.coord_offset);
+      ov = reinterpret_cast<const V*>(node + lay.value_offset);
+    }
+    const NodeChoice choice = choose_node(n_new, b, true, sizeof(V));
+    std::byte* dst = a.arena + a.base + a.offset[l];
+    const CooLayout lay = coo_layout(choice.type, n_new, sizeof(V));
+    auto* nco = reinterpret_cast<LocalCoord*>(dst + lay.coord_offset);
+    V* nv = reinterpret_cast<V*>(dst + lay.value_offset);
+    auto ucell = [&](u32 t) { return static_cast<u32>(a.ukey[j0 + t]) & (cells - 1); };
+    auto put = [&](u32 rank, u32 c, V v) {
+      nco[rank] = LocalCoord{static_cast<std::uint8_t>(c >> b), static_cast<std::uint8_t>(c & ((1u << b) - 1))};
+      nv[rank] = v;
+    };
+    for (u32 i = lane; i < n_old; i += 32) {
+      const u32 c = (u32(oco[i].row) << b) | oco[i].col;
+      u32 lo = 0, hi = k;
+      while (lo < hi) {
+        const u32 mid = (lo + hi) / 2;
+        if (ucell(mid) < c) lo = mid + 1; else hi = mid;
+      }
+      const bool hit = lo < k && ucell(lo) == c;
+      const u32 present_before = ppos[j0 + lo] - p0;
+      if (a.mode == EditMode::remove) {
+        if (!hit) put(i - present_before, c, ov[i]);
+      } else {
+        put(i + (lo - present_before), c, hit ? updated_value(a, j0 + lo, true, ov[i]) : ov[i]);
+      }
+    }
+    if (a.mode != EditMode::remove) {
+      for (u32 t = lane; t < k; t += 32) {
+        const u32 j = j0 + t;
+        if (a.present[j]) continue;
+        const u32 c = ucell(t);
+        u32 lo = 0, hi = n_old;
+        while (lo < hi) {
+          const u32 mid = (lo + hi) / 2;
+          if (((u32(oco[mid].row) << b) | oco[mid].col) < c) lo = mid + 1; else hi = mid;
+        }
+        put(lo + (t - (ppos[j] - p0)), c, updated_value(a, j, false, V(0)));
+      }
+    }
+    if (lane == 0) {
+      *reinterpret_cast<u32*>(dst) = n_new;
+      a.out[l] = make_ref(a.base + a.offset[l], choice.type);
+    }
+  }
+}
+
+// Leaves that are or become dense: a thread block each, through the image.
 template <class V, unsigned Block>
-__global__ void leaf_merge_kernel(LeafMerge<V> a) {
+__global__ void leaf_merge_kernel(LeafMerge<V> a, const u32* list, u64 n_list) {
   using Scan = CUB_NS_QUALIFIER::BlockScan<u32, Block>;
   __shared__ typename Scan::TempStorage tmp;
   extern __shared__ __align__(16) unsigned char image[];
   const u32 b = a.b, cells = 1u << (2 * b), words = (cells + 31) / 32;
   V* vals = reinterpret_cast<V*>(image);
   u32* mask = reinterpret_cast<u32*>(image + cells * sizeof(V));
-  for (u64 l = blockIdx.x; l < a.leaves; l += gridDim.x) {
+  for (u64 q = blockIdx.x; q < n_list; q += gridDim.x) {
+    const u64 l = list[q];
     const u32 n_new = a.count[l];
-    if (n_new == 0) {
-      if (threadIdx.x == 0) a.out[l] = null_ref;
-      continue;
-    }
     for (u32 w = threadIdx.x; w < words; w += Block) mask[w] = 0;
     __syncthreads();
     const NodeRef old = a.old[l];
@@ -494,15 +575,7 @@ __global__ void leaf_merge_kernel(LeafMerge<V> a) {
         atomicAnd(mask + (c >> 5), ~(1u << (c & 31)));
         continue;
       }
-      V v;
-      if (a.mode == EditMode::set) {
-        v = a.val[a.ulast[j]];
-      } else {  // add: the old value, then every update of the position in input order
-        u32 p = a.ustart[j];
-        v = a.present[j] ? vals[c] + a.val[a.idx_s[p]] : a.val[a.idx_s[p]];
-        for (++p; p < a.ustart[j + 1]; ++p) v += a.val[a.idx_s[p]];
-      }
-      vals[c] = v;
+      vals[c] = updated_value(a, j, a.present[j] != 0, a.present[j] ? vals[c] : V(0));
       atomicOr(mask + (c >> 5), 1u << (c & 31));
     }
     __syncthreads();
@@ -549,6 +622,20 @@ __global__ void leaf_sizes_kernel(const std::byte* pool, const u32* old, const i
     count[l] = c > 0 ? static_cast<u32>(c) : 0;
     bytes[l] = c > 0 ? choose_node(static_cast<u32>(c), b, true, value_bytes).bytes : 0;
   }
+}
+
+// flag[l] = 1 for a leaf that is or becomes dense (the image kernel's), and
+// flag[n] = 0; the others (sparse both ways, or emptied) take the warp kernel.
+__global__ void dense_leaves_kernel(const std::byte* pool, const u32* old, const u32* count, u64 n, u32 b,
+                                    u32 value_bytes, u32* flag) {
+  for (u64 l = blockIdx.x * u64(blockDim.x) + threadIdx.x; l <= n; l += u64(gridDim.x) * blockDim.x)
+    flag[l] = l < n && count[l] > 0 &&
+              ((old[l] != null_ref && ref_type(old[l]) == NodeType::dense) ||
+               choose_node(count[l], b, true, value_bytes).type == NodeType::dense);
+}
+__global__ void invert_flags_kernel(const u32* flag, u64 n, u32* out) {
+  for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i <= n; i += u64(gridDim.x) * blockDim.x)
+    out[i] = i < n && !flag[i];
 }
 
 // out[i] = in[idx[i] + 1] (the end of item idx[i]'s range).
