@@ -330,8 +330,9 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
     nt = read_back(w, urun.get() + m, "GPU edit: touched units");
   }
   Array<u64> UR(w, nt), UC(w, nt);
+  Array<u32> ufirst(w, nt + 1);
   units_kernel<I><<<blocks_for(m), 256, 0, stream>>>(ukey.get(), ulast.get(), urun.get(), m, unit_shift, up.row,
-                                                     up.col, tr, level_shift, UR.get(), UC.get());
+                                                     up.col, tr, level_shift, UR.get(), UC.get(), ufirst.get());
   w.check_launch("GPU edit: units kernel");
   Array<u32> apath(w, (u + 1) * nt);
   descend_kernel<<<blocks_for(nt), 256, 0, stream>>>(pool, a.root(), b, u, UR.get(), UC.get(), nt, apath.get(),
@@ -388,6 +389,22 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
                                                                  whole.get());
     w.check_launch("GPU edit: unit modes");
   }
+  // COOW units that stay COOW are merged like sparse leaves (node sizes up to
+  // 128, whose histogram of leaf blocks fits shared memory).
+  Array<u32> ccount, wpos;
+  if (!unit_is_leaf && a.wide_nodes() && b <= 7) {
+    ccount = Array<u32>(w, nt);
+    wpos = Array<u32>(w, m);
+    wide_pos_kernel<I><<<blocks_for(m), 256, 0, stream>>>(ulast.get(), m, up.row, up.col, tr, b, wpos.get());
+    const std::size_t bins = (std::size_t{1} << (2 * b)) * sizeof(int);
+    cuda_check(cudaFuncSetAttribute(coow_mode_kernel<inner_block>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(bins)),
+               "cudaFuncSetAttribute(COOW rule)");
+    coow_mode_kernel<inner_block><<<static_cast<unsigned>(std::min<u64>(nt, 1u << 16)), inner_block, bins, stream>>>(
+        pool, aunit, nt, ufirst.get(), wpos.get(), present.get(), mode == EditMode::remove, b, sizeof(V), whole.get(),
+        ccount.get());
+    w.check_launch("GPU edit: COOW rule");
+  }
   w.phase("edit: units, leaves and modes");
 
   // 4. The updates each rebuild takes: set, the last per position (sorted);
@@ -399,12 +416,9 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
     w.check_launch("GPU edit: update units");
   }
   run.release();
-  Array<u32> dunit;  // per distinct update: its unit
-  if (mode == EditMode::set) {
-    dunit = Array<u32>(w, m);
-    minus_one_kernel<<<blocks_for(m), 256, 0, stream>>>(urun.get(), m, dunit.get());
-    w.check_launch("GPU edit: units of updates");
-  }
+  Array<u32> dunit(w, m);  // per distinct update: its unit
+  minus_one_kernel<<<blocks_for(m), 256, 0, stream>>>(urun.get(), m, dunit.get());
+  w.check_launch("GPU edit: units of updates");
   auto updates_of = [&](u32 want, u64& count) -> Array<u32> {
     count = 0;
     if (mode == EditMode::remove) return {};
@@ -468,6 +482,35 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
   }
   w.phase("edit: leaves rebuilt");
 
+  // The merged COOW units: their updates in COOW order, their sizes.
+  u64 m2 = 0, cbytes = 0, n_coow = 0;
+  Array<u32> j2, ppos2, cfirst;
+  Array<u64> coff;
+  if (ccount.size() > 0) {
+    Array<u32> sel2 = select_by_mode(w, dunit.get(), whole.get(), unit_coow_merged, m, nullptr, m2);
+    if (m2 > 0) {
+      Array<u64> k2(w, m2), k2s(w, m2);
+      j2 = Array<u32>(w, m2);
+      coow_keys_kernel<<<blocks_for(m2), 256, 0, stream>>>(sel2.get(), m2, urun.get(), wpos.get(), k2.get());
+      convert_detail::radix_sort_pairs(w, k2.get(), k2s.get(), sel2.get(), j2.get(), m2,
+                                       32 + std::max(1, static_cast<int>(std::bit_width(nt))));
+      Array<u32> pres2(w, m2 + 1);
+      cuda_check(cudaMemsetAsync(pres2.get() + m2, 0, sizeof(u32), stream), "cudaMemsetAsync");
+      gather_kernel<u32><<<blocks_for(m2), 256, 0, stream>>>(present.get(), j2.get(), m2, pres2.get());
+      ppos2 = Array<u32>(w, m2 + 1);
+      convert_detail::exclusive_sum(w, pres2.get(), ppos2.get(), m2 + 1);
+      cfirst = Array<u32>(w, nt + 1);
+      coow_ranges_kernel<<<blocks_for(nt + 1), 256, 0, stream>>>(k2s.get(), m2, nt, cfirst.get());
+      Array<u64> bytes(w, nt + 1);
+      coow_bytes_kernel<<<blocks_for(nt + 1), 256, 0, stream>>>(whole.get(), ccount.get(), nt, sizeof(V), bytes.get());
+      w.check_launch("GPU edit: COOW merges");
+      coff = Array<u64>(w, nt + 1);
+      convert_detail::exclusive_sum(w, bytes.get(), coff.get(), nt + 1);
+      cbytes = read_back(w, coff.get() + nt, "GPU edit: COOW bytes");
+      (void)select_by_mode(w, nullptr, whole.get(), unit_coow_merged, nt, nullptr, n_coow);
+    }
+  }
+
   // 6. What of the two built pools is appended: their levels u and below
   // (whole units) and their leaves (leaf by leaf), prefixes of each.
   Array<u32> wpath, lpath;
@@ -515,7 +558,7 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
 
   // 7. Room in the arena: whole units, leaves, then each level of inner nodes
   // (deepest first), and the writes.
-  const u64 total = wbytes + lbytes + upper_bytes;
+  const u64 total = wbytes + lbytes + cbytes + upper_bytes;
   u64 base = 0;
   if (!a.arena()->append(total, base)) return false;
   std::byte* arena = a.arena()->data();
@@ -533,14 +576,25 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
   place_units_kernel<<<static_cast<unsigned>(std::min<u64>((nt + 7) / 8, 1u << 20)), 256, 0, stream>>>(
       wunit, nt, static_cast<u32>(base - sizeof(PoolHeader)), unit_is_leaf, b, arena, unit_ref.get());
   w.check_launch("GPU edit: placing the units");
-  u64 at = base + wbytes + lbytes;
+  const LeafMerge<V> merge_args{pool, arena, 0, lref_old.get(), lj0.get(), lj1.get(), lcount.get(), loff.get(),
+                                ukey.get(), ulast.get(), ustart.get(), idx_s.get(), present.get(), up.val, mode, b,
+                                nullptr};
+  if (m2 > 0) {
+    LeafMerge<V> cm = merge_args;
+    cm.base = base + wbytes + lbytes;
+    coow_merge_kernel<V><<<static_cast<unsigned>(std::min<u64>((nt + 7) / 8, 1u << 20)), 256, 0, stream>>>(
+        cm, aunit, whole.get(), ccount.get(), nt, cfirst.get(), j2.get(), ppos2.get(), wpos.get(), coff.get(),
+        unit_ref.get());
+    w.check_launch("GPU edit: COOW merge");
+  }
+  u64 at = base + wbytes + lbytes + cbytes;
   Array<u32> leaf_ref;
   if (nll > 0) {
     leaf_ref = Array<u32>(w, nll);
     if (merge_leaves) {
-      const LeafMerge<V> lm{pool, arena, base + wbytes, lref_old.get(), lj0.get(), lj1.get(), lcount.get(),
-                            loff.get(), ukey.get(), ulast.get(), ustart.get(), idx_s.get(), present.get(), up.val,
-                            mode, b, leaf_ref.get()};
+      LeafMerge<V> lm = merge_args;
+      lm.base = base + wbytes;
+      lm.out = leaf_ref.get();
       Array<u32> dense_flag(w, nll + 1), other_flag(w, nll + 1);
       dense_leaves_kernel<<<blocks_for(nll + 1), 256, 0, stream>>>(pool, lref_old.get(), lcount.get(), nll, b,
                                                                    sizeof(V), dense_flag.get());
@@ -604,7 +658,7 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
     st.inserted = m - hits;
     res.nnz = a.nnz() + (m - hits);
   }
-  st.nodes_rewritten = units_rebuilt + leaves_rebuilt + inner_nodes;
+  st.nodes_rewritten = units_rebuilt + leaves_rebuilt + n_coow + inner_nodes;
   st.nodes_shared = shared_children;
   st.bytes_written = total;
   return true;

@@ -73,13 +73,16 @@ __global__ void unique_kernel(const u64* key, const u32* idx, const u32* run, u6
   }
 }
 
-// Each touched unit's block coordinates, from its first distinct update.
+// Each touched unit's block coordinates, from its first distinct update;
+// ufirst[t]: that update (ufirst[nt] = m).
 template <class I>
 __global__ void units_kernel(const u64* ukey, const u32* ulast, const u32* run, u64 m, u32 unit_shift, const I* row,
-                             const I* col, bool transposed, u32 level_shift, u64* UR, u64* UC) {
+                             const I* col, bool transposed, u32 level_shift, u64* UR, u64* UC, u32* ufirst) {
   for (u64 j = blockIdx.x * u64(blockDim.x) + threadIdx.x; j < m; j += u64(gridDim.x) * blockDim.x) {
+    if (j + 1 == m) ufirst[run[j]] = static_cast<u32>(m);
     if (j > 0 && (ukey[j] >> unit_shift) == (ukey[j - 1] >> unit_shift)) continue;
     const u32 t = run[j] - 1, i = ulast[j];
+    ufirst[t] = static_cast<u32>(j);
     const u64 r = static_cast<u64>(row[i]), c = static_cast<u64>(col[i]);
     UR[t] = (transposed ? c : r) >> level_shift;
     UC[t] = (transposed ? r : c) >> level_shift;
@@ -202,8 +205,23 @@ __global__ void put_updates_kernel(const I* row, const I* col, const V* val, con
 }
 
 // ---- leaves and the unit rule ------------------------------------------------
-// Inside a standard unit the leaf is the unit of rebuilding (every node type
-// depends on its own entries only), unless the edit flips the unit's COOW rule.
+// How a touched unit is rewritten: leaf by leaf, whole (by the builder), or,
+// a COOW node that stays one, merged like a sparse leaf.
+inline constexpr u32 unit_by_leaves = 0, unit_whole = 1, unit_coow_merged = 2;
+
+// Each distinct update's position inside its unit as a COOW coordinate, row
+// << 16 | column (from its position: the tree key's top digit pair is
+// mixed-radix, so a depth-2 tree's unit digits are not bits of the key).
+template <class I>
+__global__ void wide_pos_kernel(const u32* ulast, u64 m, const I* row, const I* col, bool transposed, u32 b,
+                                u32* wpos) {
+  const u64 mask = (u64{1} << (2 * b)) - 1;
+  for (u64 j = blockIdx.x * u64(blockDim.x) + threadIdx.x; j < m; j += u64(gridDim.x) * blockDim.x) {
+    const u64 r0 = static_cast<u64>(row[ulast[j]]), c0 = static_cast<u64>(col[ulast[j]]);
+    const u64 r = transposed ? c0 : r0, c = transposed ? r0 : c0;
+    wpos[j] = static_cast<u32>(((r & mask) << 16) | (c & mask));
+  }
+}
 
 // Whether the leaf or COOW node `r` holds local position (rr, cc) (leaf:
 // digits below d; COOW: positions below d^2).
@@ -369,6 +387,79 @@ __global__ void unit_mode_kernel(const std::byte* pool, const u32* aunit, u64 nt
   }
 }
 
+// COOW units (node sizes up to 128): does the node stay COOW after the edit?
+// A thread block per unit counts the entries every leaf block would hold (a
+// histogram of d^2 bins in shared memory, old entries plus the inserts minus
+// the removals) and applies the builder's rule to the sizes: whole[t] becomes
+// unit_coow_merged (its entries after the edit in count[t]) where it stays,
+// unit_whole where it flips or empties.
+template <unsigned Block>
+__global__ void coow_mode_kernel(const std::byte* pool, const u32* aunit, u64 nt, const u32* ufirst, const u32* wpos,
+                                 const u32* present, bool remove, u32 b, u32 value_bytes, u32* whole, u32* count) {
+  using Reduce = CUB_NS_QUALIFIER::BlockReduce<u64, Block>;
+  __shared__ typename Reduce::TempStorage tmp;
+  extern __shared__ int bins[];
+  const u32 cells = 1u << (2 * b);
+  for (u64 t = blockIdx.x; t < nt; t += gridDim.x) {
+    const NodeRef unit = aunit[t];
+    if (unit == null_ref || ref_type(unit) != NodeType::coow) continue;
+    for (u32 c = threadIdx.x; c < cells; c += Block) bins[c] = 0;
+    __syncthreads();
+    const u32 n = convert_detail::node_count_word(pool, unit);
+    const auto* co = reinterpret_cast<const WideCoord*>(pool + ref_offset(unit) + coow_layout(n, 4).coord_offset);
+    for (u32 i = threadIdx.x; i < n; i += Block) atomicAdd(bins + (((u32(co[i].row) >> b) << b) | (u32(co[i].col) >> b)), 1);
+    for (u32 j = ufirst[t] + threadIdx.x; j < ufirst[t + 1]; j += Block) {
+      const int d = remove ? -static_cast<int>(present[j]) : static_cast<int>(!present[j]);
+      if (d) atomicAdd(bins + (((wpos[j] >> 16) >> b) << b | ((wpos[j] & 0xFFFFu) >> b)), d);
+    }
+    __syncthreads();
+    u64 bytes = 0, entries = 0, children = 0;
+    for (u32 c = threadIdx.x; c < cells; c += Block) {
+      if (bins[c] <= 0) continue;
+      bytes += choose_node(static_cast<u32>(bins[c]), b, true, value_bytes).bytes;
+      entries += static_cast<u64>(bins[c]);
+      ++children;
+    }
+    const u64 total_bytes = Reduce(tmp).Sum(bytes);
+    __syncthreads();
+    const u64 total_entries = Reduce(tmp).Sum(entries);
+    __syncthreads();
+    const u64 total_children = Reduce(tmp).Sum(children);
+    if (threadIdx.x == 0) {
+      bool stays = false;
+      if (total_entries > 0 && total_entries <= 0xFFFFFFFFull) {
+        const u64 standard = total_bytes + choose_node(static_cast<u32>(total_children), b, false, sizeof(NodeRef)).bytes;
+        stays = coow_layout64(total_entries, value_bytes).bytes <= standard;
+      }
+      whole[t] = stays ? unit_coow_merged : unit_whole;
+      count[t] = static_cast<u32>(total_entries);
+    }
+    __syncthreads();
+  }
+}
+
+// Sort keys of the distinct updates of merged COOW units: unit, then COOW
+// position (the node's row-major order, not the tree's).
+__global__ void coow_keys_kernel(const u32* sel, u64 n, const u32* urun, const u32* wpos, u64* key) {
+  for (u64 q = blockIdx.x * u64(blockDim.x) + threadIdx.x; q < n; q += u64(gridDim.x) * blockDim.x) {
+    const u32 j = sel[q];
+    key[q] = (u64(urun[j] - 1) << 32) | wpos[j];
+  }
+}
+
+// Per unit, its updates [first[t], first[t+1]) in the sorted order (empty
+// for units not merged): the first sorted key of unit t or later.
+__global__ void coow_ranges_kernel(const u64* key, u64 n, u64 nt, u32* first) {
+  for (u64 t = blockIdx.x * u64(blockDim.x) + threadIdx.x; t <= nt; t += u64(gridDim.x) * blockDim.x) {
+    u64 lo = 0, hi = n;
+    while (lo < hi) {
+      const u64 mid = lo + (hi - lo) / 2;
+      if ((key[mid] >> 32) < t) lo = mid + 1; else hi = mid;
+    }
+    first[t] = static_cast<u32>(lo);
+  }
+}
+
 // lfirst[t] = the first touched leaf of unit t (lfirst[nt] = nl): every
 // touched unit of a tree with leaves below its units has one.
 __global__ void leaf_first_kernel(const u32* lunit, u64 nl, u64 nt, u64* lfirst) {
@@ -406,7 +497,7 @@ __global__ void raw_unit_kernel(const u32* idx_s, const u32* run, const u32* uru
 // merged nodes (group g is unit rep[g]).
 __global__ void unit_live_kernel(const u32* whole, const u32* rebuilt, u64 nt, u32* live) {
   for (u64 t = blockIdx.x * u64(blockDim.x) + threadIdx.x; t < nt; t += u64(gridDim.x) * blockDim.x)
-    live[t] = whole[t] && rebuilt[t] != null_ref;
+    live[t] = whole[t] == unit_coow_merged || (whole[t] == unit_whole && rebuilt[t] != null_ref);
 }
 __global__ void scatter_live_kernel(const u32* grep, const u32* count, u64 groups, u32* live) {
   for (u64 g = blockIdx.x * u64(blockDim.x) + threadIdx.x; g < groups; g += u64(gridDim.x) * blockDim.x)
@@ -528,6 +619,73 @@ __global__ void leaf_merge_sparse_kernel(LeafMerge<V> a, const u32* list, u64 n_
       a.out[l] = make_ref(a.base + a.offset[l], choice.type);
     }
   }
+}
+
+// Merged COOW units: a warp each, by rank as leaf_merge_sparse_kernel, over
+// the node's 32-bit positions; its updates in COOW order (jsorted: distinct
+// update indices; ppos2: the exclusive scan of their presence in that order).
+template <class V>
+__global__ void coow_merge_kernel(LeafMerge<V> a, const u32* aunit, const u32* whole, const u32* count, u64 nt,
+                                  const u32* first, const u32* jsorted, const u32* ppos2, const u32* wpos,
+                                  const u64* offset, u32* out) {
+  const u32 b = a.b, lane = threadIdx.x & 31u;
+  const u64 warps = (u64(gridDim.x) * blockDim.x) / 32;
+  for (u64 t = (blockIdx.x * u64(blockDim.x) + threadIdx.x) / 32; t < nt; t += warps) {
+    if (whole[t] != unit_coow_merged) continue;
+    const NodeRef old = aunit[t];
+    const u32 n_old = convert_detail::node_count_word(a.pool, old), n_new = count[t];
+    const CooLayout ol = coow_layout(n_old, sizeof(V));
+    const auto* oco = reinterpret_cast<const WideCoord*>(a.pool + ref_offset(old) + ol.coord_offset);
+    const V* ov = reinterpret_cast<const V*>(a.pool + ref_offset(old) + ol.value_offset);
+    std::byte* dst = a.arena + a.base + offset[t];
+    const CooLayout nl = coow_layout(n_new, sizeof(V));
+    auto* nco = reinterpret_cast<WideCoord*>(dst + nl.coord_offset);
+    V* nv = reinterpret_cast<V*>(dst + nl.value_offset);
+    const u32 q0 = first[t], k = first[t + 1] - q0, p0 = ppos2[q0];
+    auto upos = [&](u32 i) { return wpos[jsorted[q0 + i]]; };
+    auto put = [&](u32 rank, u32 p, V v) {
+      nco[rank] = WideCoord{static_cast<std::uint16_t>(p >> 16), static_cast<std::uint16_t>(p & 0xFFFFu)};
+      nv[rank] = v;
+    };
+    for (u32 i = lane; i < n_old; i += 32) {
+      const u32 p = (u32(oco[i].row) << 16) | oco[i].col;
+      u32 lo = 0, hi = k;
+      while (lo < hi) {
+        const u32 mid = (lo + hi) / 2;
+        if (upos(mid) < p) lo = mid + 1; else hi = mid;
+      }
+      const bool hit = lo < k && upos(lo) == p;
+      const u32 present_before = ppos2[q0 + lo] - p0;
+      if (a.mode == EditMode::remove) {
+        if (!hit) put(i - present_before, p, ov[i]);
+      } else {
+        put(i + (lo - present_before), p, hit ? updated_value(a, jsorted[q0 + lo], true, ov[i]) : ov[i]);
+      }
+    }
+    if (a.mode != EditMode::remove) {
+      for (u32 i = lane; i < k; i += 32) {
+        const u32 j = jsorted[q0 + i];
+        if (a.present[j]) continue;
+        const u32 p = upos(i);
+        u32 lo = 0, hi = n_old;
+        while (lo < hi) {
+          const u32 mid = (lo + hi) / 2;
+          if (((u32(oco[mid].row) << 16) | oco[mid].col) < p) lo = mid + 1; else hi = mid;
+        }
+        put(lo + (i - (ppos2[q0 + i] - p0)), p, updated_value(a, j, false, V(0)));
+      }
+    }
+    if (lane == 0) {
+      *reinterpret_cast<u32*>(dst) = n_new;
+      out[t] = make_ref(a.base + offset[t], NodeType::coow);
+    }
+  }
+}
+
+// Bytes of each merged COOW node (0 for other units; bytes[nt] = 0).
+__global__ void coow_bytes_kernel(const u32* whole, const u32* count, u64 nt, u32 value_bytes, u64* bytes) {
+  for (u64 t = blockIdx.x * u64(blockDim.x) + threadIdx.x; t <= nt; t += u64(gridDim.x) * blockDim.x)
+    bytes[t] = t < nt && whole[t] == unit_coow_merged ? coow_layout64(count[t], value_bytes).bytes : 0;
 }
 
 // Leaves that are or become dense: a thread block each, through the image.

@@ -18,6 +18,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "edit_test_support.hpp"
@@ -162,6 +163,36 @@ TEST(EditGpu, SequencesMatchTheHostEdit) {
     for (std::size_t i = 0; i < hosts.size(); ++i)
       ASSERT_TRUE(same_matrix(devs[i].download(), hosts[i])) << "version " << i << " changed";
   });
+}
+
+// Depth-2 trees at node size 128: the root is the only unit, a COOW node
+// where the entries are scattered (merged in place while it stays one), a
+// standard one where they cluster; and a depth-1 tree, whose root is a leaf.
+TEST(EditGpu, ShallowTrees) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  for (const auto& [rows, cols, nnz] : {std::tuple<index_t, index_t, std::size_t>{3000, 2500, 4000},
+                                        {9000, 12000, 30000}, {100, 120, 500}}) {
+    for (const bool wide : {true, false}) {
+      SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(cols) + (wide ? " wide" : " standard"));
+      Model<double> model;
+      apply(model, random_coo<double>(rows, cols, nnz, rng), EditMode::add);
+      Matrix<double> h = build_matrix(coo_of(model, rows, cols), BuildOptions{128, wide});
+      DeviceMatrix<double> g = ops::versioned(DeviceMatrix<double>(h), std::uint64_t{64} << 20);
+      for (int step = 0; step < 6; ++step) {
+        EditMode mode = static_cast<EditMode>(rng() % 3);
+        const Coo<double> u = shaped_batch(static_cast<int>(rng() % 6), model, rows, cols, 128, rng, mode);
+        apply(model, u, mode);
+        Matrix<double> hn;
+        DeviceMatrix<double> gn;
+        check_step(h, g, u, mode, step % 2 == 0, hn, gn);
+        if (::testing::Test::HasFatalFailure()) return;
+        h = hn;
+        g = std::move(gn);
+      }
+    }
+  }
 }
 
 // In place: the matrix becomes each edit; a small arena fills and the matrix
