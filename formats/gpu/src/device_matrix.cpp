@@ -153,15 +153,9 @@ DeviceMatrix<V> DeviceMatrix<V>::version(std::shared_ptr<DeviceArena> arena, std
   if (!arena || view_bytes > arena->size())
     throw Error("DeviceMatrix::version: a view of " + std::to_string(view_bytes) + " bytes of an arena holding " +
                 std::to_string(arena ? arena->size() : 0));
-  DeviceMatrix m;
+  DeviceMatrix m = adopt(DeviceBytes(), shape, nnz, root, transposed, scale, wide_nodes);
   m.arena_ = std::move(arena);
   m.view_bytes_ = view_bytes;
-  m.shape_ = shape;
-  m.nnz_ = nnz;
-  m.root_ = root;
-  m.transposed_ = transposed;
-  m.scale_ = scale;
-  m.wide_ = wide_nodes;
   return m;
 }
 

@@ -75,16 +75,7 @@ __global__ void __launch_bounds__(csr_block_threads) csr_block_rows_kernel(CsrBl
       u64 cmin = ~u64{0}, cmax = 0;
       // A thread's entries are consecutive: one search for the first one's
       // row, then the row advances.
-      u32 row = 0;
-      {
-        const u64 e = e0 + threadIdx.x * X;
-        u32 lo = 0, hi = nr;  // rp[lo] <= e < rp[hi]
-        while (hi - lo > 1) {
-          const u32 mid = (lo + hi) / 2;
-          if (rp[mid] <= e) lo = mid; else hi = mid;
-        }
-        row = lo;
-      }
+      u32 row = row_of(rp, nr, e0 + threadIdx.x * X);
       for (u32 x = 0; x < X; ++x) {
         const u32 k = threadIdx.x * X + x;
         c64[x] = 0;

@@ -549,10 +549,47 @@ __device__ inline V updated_value(const LeafMerge<V>& a, u32 j, bool present, V 
   return v;
 }
 
+// A warp merges a sorted old node (n_old entries: old_pos(i), old_val(i))
+// with its sorted distinct updates (k: upd_pos(t), their update indices
+// upd_j(t), pp: the exclusive scan of their presence from the first): every
+// entry goes to its rank through put(rank, position, value). An old entry moves
+// by the inserts before it (or back by the removals before it); an insert goes
+// after the old entries before it.
+template <class V, class OldPos, class OldVal, class UpdPos, class UpdJ, class Put>
+__device__ void warp_merge_by_rank(const LeafMerge<V>& a, u32 lane, u32 n_old, OldPos old_pos, OldVal old_val, u32 k,
+                                   UpdPos upd_pos, UpdJ upd_j, const u32* pp, Put put) {
+  for (u32 i = lane; i < n_old; i += 32) {
+    const u32 p = old_pos(i);
+    u32 lo = 0, hi = k;
+    while (lo < hi) {
+      const u32 mid = (lo + hi) / 2;
+      if (upd_pos(mid) < p) lo = mid + 1; else hi = mid;
+    }
+    const bool hit = lo < k && upd_pos(lo) == p;
+    const u32 present_before = pp[lo] - pp[0];
+    if (a.mode == EditMode::remove) {
+      if (!hit) put(i - present_before, p, old_val(i));
+    } else {
+      put(i + (lo - present_before), p, hit ? updated_value(a, upd_j(lo), true, old_val(i)) : old_val(i));
+    }
+  }
+  if (a.mode == EditMode::remove) return;
+  for (u32 t = lane; t < k; t += 32) {
+    const u32 j = upd_j(t);
+    if (a.present[j]) continue;
+    const u32 p = upd_pos(t);
+    u32 lo = 0, hi = n_old;
+    while (lo < hi) {
+      const u32 mid = (lo + hi) / 2;
+      if (old_pos(mid) < p) lo = mid + 1; else hi = mid;
+    }
+    put(lo + (t - (pp[t] - pp[0])), p, updated_value(a, j, false, V(0)));
+  }
+}
+
 // Leaves whose old and new forms are both sparse (or that empty): a warp
-// each, no image: every entry goes to its rank (an old entry moves by the
-// inserts before it, or back by the removals before it; an insert goes after
-// the old entries before it). ppos: the exclusive scan of `present`.
+// each, no image, by rank (warp_merge_by_rank). ppos: the exclusive scan of
+// `present`.
 template <class V>
 __global__ void leaf_merge_sparse_kernel(LeafMerge<V> a, const u32* list, u64 n_list, const u32* ppos) {
   const u32 b = a.b, cells = 1u << (2 * b), lane = threadIdx.x & 31u;
@@ -564,7 +601,7 @@ __global__ void leaf_merge_sparse_kernel(LeafMerge<V> a, const u32* list, u64 n_
       if (lane == 0) a.out[l] = null_ref;
       continue;
     }
-    const u32 j0 = a.first[l], k = a.last[l] - j0, p0 = ppos[j0];
+    const u32 j0 = a.first[l], k = a.last[l] - j0;
     const NodeRef old = a.old[l];
     u32 n_old = 0;
     const LocalCoord* oco = nullptr;
@@ -581,39 +618,13 @@ __global__ void leaf_merge_sparse_kernel(LeafMerge<V> a, const u32* list, u64 n_
     const CooLayout lay = coo_layout(choice.type, n_new, sizeof(V));
     auto* nco = reinterpret_cast<LocalCoord*>(dst + lay.coord_offset);
     V* nv = reinterpret_cast<V*>(dst + lay.value_offset);
-    auto ucell = [&](u32 t) { return static_cast<u32>(a.ukey[j0 + t]) & (cells - 1); };
-    auto put = [&](u32 rank, u32 c, V v) {
-      nco[rank] = LocalCoord{static_cast<std::uint8_t>(c >> b), static_cast<std::uint8_t>(c & ((1u << b) - 1))};
-      nv[rank] = v;
-    };
-    for (u32 i = lane; i < n_old; i += 32) {
-      const u32 c = (u32(oco[i].row) << b) | oco[i].col;
-      u32 lo = 0, hi = k;
-      while (lo < hi) {
-        const u32 mid = (lo + hi) / 2;
-        if (ucell(mid) < c) lo = mid + 1; else hi = mid;
-      }
-      const bool hit = lo < k && ucell(lo) == c;
-      const u32 present_before = ppos[j0 + lo] - p0;
-      if (a.mode == EditMode::remove) {
-        if (!hit) put(i - present_before, c, ov[i]);
-      } else {
-        put(i + (lo - present_before), c, hit ? updated_value(a, j0 + lo, true, ov[i]) : ov[i]);
-      }
-    }
-    if (a.mode != EditMode::remove) {
-      for (u32 t = lane; t < k; t += 32) {
-        const u32 j = j0 + t;
-        if (a.present[j]) continue;
-        const u32 c = ucell(t);
-        u32 lo = 0, hi = n_old;
-        while (lo < hi) {
-          const u32 mid = (lo + hi) / 2;
-          if (((u32(oco[mid].row) << b) | oco[mid].col) < c) lo = mid + 1; else hi = mid;
-        }
-        put(lo + (t - (ppos[j] - p0)), c, updated_value(a, j, false, V(0)));
-      }
-    }
+    warp_merge_by_rank(
+        a, lane, n_old, [&](u32 i) { return (u32(oco[i].row) << b) | oco[i].col; }, [&](u32 i) { return ov[i]; }, k,
+        [&](u32 t) { return static_cast<u32>(a.ukey[j0 + t]) & (cells - 1); }, [&](u32 t) { return j0 + t; },
+        ppos + j0, [&](u32 rank, u32 c, V v) {
+          nco[rank] = LocalCoord{static_cast<std::uint8_t>(c >> b), static_cast<std::uint8_t>(c & ((1u << b) - 1))};
+          nv[rank] = v;
+        });
     if (lane == 0) {
       *reinterpret_cast<u32*>(dst) = n_new;
       a.out[l] = make_ref(a.base + a.offset[l], choice.type);
@@ -621,8 +632,8 @@ __global__ void leaf_merge_sparse_kernel(LeafMerge<V> a, const u32* list, u64 n_
   }
 }
 
-// Merged COOW units: a warp each, by rank as leaf_merge_sparse_kernel, over
-// the node's 32-bit positions; its updates in COOW order (jsorted: distinct
+// Merged COOW units: a warp each, by rank (warp_merge_by_rank) over the
+// node's 32-bit positions; its updates in COOW order (jsorted: distinct
 // update indices; ppos2: the exclusive scan of their presence in that order).
 template <class V>
 __global__ void coow_merge_kernel(LeafMerge<V> a, const u32* aunit, const u32* whole, const u32* count, u64 nt,
@@ -641,40 +652,14 @@ __global__ void coow_merge_kernel(LeafMerge<V> a, const u32* aunit, const u32* w
     const CooLayout nl = coow_layout(n_new, sizeof(V));
     auto* nco = reinterpret_cast<WideCoord*>(dst + nl.coord_offset);
     V* nv = reinterpret_cast<V*>(dst + nl.value_offset);
-    const u32 q0 = first[t], k = first[t + 1] - q0, p0 = ppos2[q0];
-    auto upos = [&](u32 i) { return wpos[jsorted[q0 + i]]; };
-    auto put = [&](u32 rank, u32 p, V v) {
-      nco[rank] = WideCoord{static_cast<std::uint16_t>(p >> 16), static_cast<std::uint16_t>(p & 0xFFFFu)};
-      nv[rank] = v;
-    };
-    for (u32 i = lane; i < n_old; i += 32) {
-      const u32 p = (u32(oco[i].row) << 16) | oco[i].col;
-      u32 lo = 0, hi = k;
-      while (lo < hi) {
-        const u32 mid = (lo + hi) / 2;
-        if (upos(mid) < p) lo = mid + 1; else hi = mid;
-      }
-      const bool hit = lo < k && upos(lo) == p;
-      const u32 present_before = ppos2[q0 + lo] - p0;
-      if (a.mode == EditMode::remove) {
-        if (!hit) put(i - present_before, p, ov[i]);
-      } else {
-        put(i + (lo - present_before), p, hit ? updated_value(a, jsorted[q0 + lo], true, ov[i]) : ov[i]);
-      }
-    }
-    if (a.mode != EditMode::remove) {
-      for (u32 i = lane; i < k; i += 32) {
-        const u32 j = jsorted[q0 + i];
-        if (a.present[j]) continue;
-        const u32 p = upos(i);
-        u32 lo = 0, hi = n_old;
-        while (lo < hi) {
-          const u32 mid = (lo + hi) / 2;
-          if (((u32(oco[mid].row) << 16) | oco[mid].col) < p) lo = mid + 1; else hi = mid;
-        }
-        put(lo + (i - (ppos2[q0 + i] - p0)), p, updated_value(a, j, false, V(0)));
-      }
-    }
+    const u32 q0 = first[t];
+    warp_merge_by_rank(
+        a, lane, n_old, [&](u32 i) { return (u32(oco[i].row) << 16) | oco[i].col; }, [&](u32 i) { return ov[i]; },
+        first[t + 1] - q0, [&](u32 i) { return wpos[jsorted[q0 + i]]; }, [&](u32 i) { return jsorted[q0 + i]; },
+        ppos2 + q0, [&](u32 rank, u32 p, V v) {
+          nco[rank] = WideCoord{static_cast<std::uint16_t>(p >> 16), static_cast<std::uint16_t>(p & 0xFFFFu)};
+          nv[rank] = v;
+        });
     if (lane == 0) {
       *reinterpret_cast<u32*>(dst) = n_new;
       out[t] = make_ref(a.base + offset[t], NodeType::coow);
