@@ -1,0 +1,175 @@
+#pragma once
+// The GPU batch edit's inner nodes: from the units' level up, each node on a
+// touched path merges its old children with the new ones, one level at a
+// time; and the rebuilt units placed in the arena.
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
+
+#include "edit_batch.cuh"
+
+namespace hisparse::ops::edit_gpu_detail {
+
+using convert_detail::u32;
+using convert_detail::u64;
+
+// A level's "items" are the new (or emptied) nodes one level down, sorted by
+// tree position: their block coordinates (R, C), whether they exist (live) and
+// their new references; a "group" is the items of one parent. The parent's
+// old node is rep's path entry at the parent's level.
+
+struct InnerLevel {
+  const std::byte* pool;  // the old tree's (the arena)
+  const u32* old_node;    // per unit: the old node at the parents' level
+  const u32* rep;         // per item: a unit under it
+  const u64* first;       // per group: its first item (ng + 1 entries)
+  const u64* R;           // per item
+  const u64* C;
+  const u32* live;        // per item: non-zero when the item's node exists
+  u64 groups;
+  u32 b;
+};
+
+// The child at `cell` after the edit (touched: the item's, else the old one).
+template <class F>
+__device__ inline void for_each_cell(const InnerLevel& L, u64 g, F&& f) {
+  const u32 b = L.b, cells = 1u << (2 * b), m = (1u << b) - 1;
+  const u64 lo = L.first[g], hi = L.first[g + 1];
+  const NodeRef old = L.old_node[L.rep[lo]];
+  for (u32 base = 0; base < cells; base += blockDim.x) {
+    const u32 cell = base + threadIdx.x;
+    NodeRef was = null_ref;
+    long long item = -1;
+    if (cell < cells) {
+      if (old != null_ref) was = find_child(L.pool, old, b, cell >> b, cell & m);
+      u64 a = lo, z = hi;
+      while (a < z) {
+        const u64 mid = a + (z - a) / 2;
+        const u32 c = ((static_cast<u32>(L.R[mid]) & m) << b) | (static_cast<u32>(L.C[mid]) & m);
+        if (c < cell) a = mid + 1; else z = mid;
+      }
+      if (a < hi && (((static_cast<u32>(L.R[a]) & m) << b) | (static_cast<u32>(L.C[a]) & m)) == cell)
+        item = static_cast<long long>(a);
+    }
+    f(base, cell < cells, cell, was, item);
+  }
+}
+
+// Per group: its children after the edit, its bytes, and how many of them are
+// old children kept where they are.
+template <unsigned Block>
+__global__ void inner_count_kernel(InnerLevel L, u32* count, u64* bytes, unsigned long long* shared) {
+  using Reduce = CUB_NS_QUALIFIER::BlockReduce<u32, Block>;
+  __shared__ typename Reduce::TempStorage tmp;
+  for (u64 g = blockIdx.x; g < L.groups; g += gridDim.x) {
+    u32 n = 0, kept = 0;
+    for_each_cell(L, g, [&](u32, bool valid, u32, NodeRef was, long long item) {
+      if (!valid) return;
+      if (item >= 0) n += L.live[item] != 0;
+      else if (was != null_ref) { ++n; ++kept; }
+    });
+    const u32 total = Reduce(tmp).Sum(n);
+    __syncthreads();
+    const u32 total_kept = Reduce(tmp).Sum(kept);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      count[g] = total;
+      bytes[g] = total ? choose_node(total, L.b, false, sizeof(NodeRef)).bytes : 0;
+      if (total_kept) atomicAdd(shared, static_cast<unsigned long long>(total_kept));
+    }
+  }
+}
+
+// Writes each group's node at base + offset[g] (zeroed memory) and its
+// reference into out[g] (null for an emptied one). item_ref: the items' new
+// references.
+template <unsigned Block>
+__global__ void inner_write_kernel(InnerLevel L, const u32* item_ref, const u32* count, const u64* offset,
+                                   std::byte* arena, u64 base, u32* out) {
+  using Scan = CUB_NS_QUALIFIER::BlockScan<u32, Block>;
+  __shared__ typename Scan::TempStorage tmp;
+  __shared__ u32 done;
+  for (u64 g = blockIdx.x; g < L.groups; g += gridDim.x) {
+    const u32 n = count[g];
+    if (n == 0) {
+      if (threadIdx.x == 0) out[g] = null_ref;
+      continue;
+    }
+    const NodeChoice choice = choose_node(n, L.b, false, sizeof(NodeRef));
+    std::byte* node = arena + base + offset[g];
+    if (threadIdx.x == 0) done = 0;
+    __syncthreads();
+    const CooLayout lay = choice.type == NodeType::dense ? CooLayout{} : coo_layout(choice.type, n, sizeof(NodeRef));
+    for_each_cell(L, g, [&](u32, bool valid, u32 cell, NodeRef was, long long item) {
+      NodeRef now = null_ref;
+      if (valid) now = item >= 0 ? item_ref[item] : was;
+      if (choice.type == NodeType::dense) {
+        if (now != null_ref) reinterpret_cast<NodeRef*>(node)[cell] = now;
+        return;
+      }
+      u32 rank = 0, chunk = 0;
+      Scan(tmp).ExclusiveSum(now != null_ref ? 1u : 0u, rank, chunk);
+      if (now != null_ref) {
+        const u32 at = done + rank;
+        reinterpret_cast<LocalCoord*>(node + lay.coord_offset)[at] =
+            LocalCoord{static_cast<std::uint8_t>(cell >> L.b), static_cast<std::uint8_t>(cell & ((1u << L.b) - 1))};
+        reinterpret_cast<NodeRef*>(node + lay.value_offset)[at] = now;
+      }
+      __syncthreads();
+      if (threadIdx.x == 0) done += chunk;
+      __syncthreads();
+    });
+    if (threadIdx.x == 0) {
+      if (choice.type != NodeType::dense) *reinterpret_cast<u32*>(node) = n;
+      out[g] = make_ref(base + offset[g], choice.type);
+    }
+    __syncthreads();
+  }
+}
+
+// Groups of a level: head[k] = 1 where item k's parent block differs from
+// item k-1's; head[n] = 0.
+__global__ void group_heads_kernel(const u64* R, const u64* C, u64 n, u32 b, u32* head) {
+  for (u64 k = blockIdx.x * u64(blockDim.x) + threadIdx.x; k <= n; k += u64(gridDim.x) * blockDim.x)
+    head[k] = k < n && (k == 0 || (R[k] >> b) != (R[k - 1] >> b) || (C[k] >> b) != (C[k - 1] >> b));
+}
+
+// Per group (run = inclusive scan of the heads): its first item, its block,
+// a unit under it. first[groups] = n.
+__global__ void groups_kernel(const u64* R, const u64* C, const u32* rep, const u32* head, const u32* run, u64 n,
+                              u64 groups, u32 b, u64* first, u64* GR, u64* GC, u32* grep) {
+  for (u64 k = blockIdx.x * u64(blockDim.x) + threadIdx.x; k <= n; k += u64(gridDim.x) * blockDim.x) {
+    if (k == n) { first[groups] = n; continue; }
+    if (!head[k]) continue;
+    const u32 g = run[k] - 1;
+    first[g] = k;
+    GR[g] = R[k] >> b;
+    GC[g] = C[k] >> b;
+    grep[g] = rep[k];
+  }
+}
+
+// The units' new references: the rebuilt sub-trees moved by `delta` bytes
+// (where they were copied into the arena), null for an emptied one; a
+// standard unit node (not COOW, not a leaf) has its children moved too.
+__global__ void place_units_kernel(const u32* built, u64 nt, u32 delta, bool leaves, u32 b, std::byte* arena,
+                                   u32* out) {
+  const u64 warps = (u64(gridDim.x) * blockDim.x) / 32;
+  const u32 lane = threadIdx.x & 31u;
+  for (u64 t = (blockIdx.x * u64(blockDim.x) + threadIdx.x) / 32; t < nt; t += warps) {
+    const NodeRef p = built[t];
+    if (lane == 0) out[t] = p == null_ref ? null_ref : p + delta;
+    if (p == null_ref || leaves || ref_type(p) == NodeType::coow) continue;
+    std::byte* node = arena + ref_offset(p) + delta;
+    if (ref_type(p) == NodeType::dense) {
+      auto* refs = reinterpret_cast<NodeRef*>(node);
+      for (u32 i = lane; i < (1u << (2 * b)); i += 32)
+        if (refs[i] != null_ref) refs[i] += delta;
+    } else {
+      const u32 n = *reinterpret_cast<const u32*>(node);
+      auto* refs = reinterpret_cast<NodeRef*>(node + coo_layout(ref_type(p), n, sizeof(NodeRef)).value_offset);
+      for (u32 i = lane; i < n; i += 32) refs[i] += delta;
+    }
+  }
+}
+
+}  // namespace hisparse::ops::edit_gpu_detail
