@@ -121,6 +121,26 @@ __global__ void leaves_kernel(const u64* ukey, const u32* ulast, const u32* urun
   }
 }
 
+// The builder's COOW rule for a unit whose leaves would take `bytes` for
+// `entries` entries in `children` leaves (this thread's shares): block-wide
+// sums; thread 0 gets whether a COOW node is the unit's canonical form, and
+// the unit's entries in *total.
+template <unsigned Block>
+__device__ bool coow_rule(typename CUB_NS_QUALIFIER::BlockReduce<u64, Block>::TempStorage& tmp, u64 bytes, u64 entries,
+                          u64 children, u32 b, u32 value_bytes, u64* total) {
+  using Reduce = CUB_NS_QUALIFIER::BlockReduce<u64, Block>;
+  const u64 total_bytes = Reduce(tmp).Sum(bytes);
+  __syncthreads();
+  const u64 total_entries = Reduce(tmp).Sum(entries);
+  __syncthreads();
+  const u64 total_children = Reduce(tmp).Sum(children);
+  __syncthreads();
+  *total = total_entries;
+  if (total_entries == 0 || total_entries > 0xFFFFFFFFull) return false;
+  const u64 standard = total_bytes + choose_node(static_cast<u32>(total_children), b, false, sizeof(NodeRef)).bytes;
+  return coow_layout64(total_entries, value_bytes).bytes <= standard;
+}
+
 // Per unit: rebuilt whole (1: absent, COOW, a depth-1 tree, or a standard
 // unit whose COOW rule flips) or leaf by leaf (0). lfirst: per unit, its first
 // touched leaf (nt + 1 entries; leaves of a unit are contiguous, in cell order).
@@ -176,20 +196,9 @@ __global__ void unit_mode_kernel(const std::byte* pool, const u32* aunit, u64 nt
       entries += static_cast<u64>(n);
       ++children;
     }
-    const u64 total_bytes = Reduce(tmp).Sum(bytes);
-    __syncthreads();
-    const u64 total_entries = Reduce(tmp).Sum(entries);
-    __syncthreads();
-    const u64 total_children = Reduce(tmp).Sum(children);
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      bool flip = false;
-      if (total_entries > 0 && total_entries <= 0xFFFFFFFFull) {
-        const u64 standard = total_bytes + choose_node(static_cast<u32>(total_children), b, false, sizeof(NodeRef)).bytes;
-        flip = coow_layout64(total_entries, value_bytes).bytes <= standard;
-      }
-      whole[t] = flip;
-    }
+    u64 total = 0;
+    const bool flip = coow_rule<Block>(tmp, bytes, entries, children, b, value_bytes, &total);
+    if (threadIdx.x == 0) whole[t] = flip;
   }
 }
 
@@ -226,19 +235,11 @@ __global__ void coow_mode_kernel(const std::byte* pool, const u32* aunit, u64 nt
       entries += static_cast<u64>(bins[c]);
       ++children;
     }
-    const u64 total_bytes = Reduce(tmp).Sum(bytes);
-    __syncthreads();
-    const u64 total_entries = Reduce(tmp).Sum(entries);
-    __syncthreads();
-    const u64 total_children = Reduce(tmp).Sum(children);
+    u64 total = 0;
+    const bool stays = coow_rule<Block>(tmp, bytes, entries, children, b, value_bytes, &total);
     if (threadIdx.x == 0) {
-      bool stays = false;
-      if (total_entries > 0 && total_entries <= 0xFFFFFFFFull) {
-        const u64 standard = total_bytes + choose_node(static_cast<u32>(total_children), b, false, sizeof(NodeRef)).bytes;
-        stays = coow_layout64(total_entries, value_bytes).bytes <= standard;
-      }
       whole[t] = stays ? unit_coow_merged : unit_whole;
-      count[t] = static_cast<u32>(total_entries);
+      count[t] = static_cast<u32>(total);
     }
     __syncthreads();
   }
