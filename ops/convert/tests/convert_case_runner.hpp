@@ -214,16 +214,6 @@ void check_input(const std::string& what, const Coo<V>& coo, const BuildOptions&
 // ---------------------------------------------------------------------------
 // Inputs.
 
-inline std::vector<fs::path> real_matrices() {
-  std::vector<fs::path> out;
-  for (const auto& e : fs::directory_iterator(matrices_dir())) {
-    // block_2000.mtx is rejected by the reader on purpose (tests/matrices).
-    if (e.path().extension() == ".mtx" && e.path().filename() != "block_2000.mtx") out.push_back(e.path());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 template <class V>
 Coo<V> coo_from(index_t rows, index_t cols, const std::vector<std::tuple<index_t, index_t, V>>& es) {
   Coo<V> m;

@@ -55,7 +55,7 @@ TEST(ConvertGpu, RealMatrices) {
   SCOPED_TRACE(seed_note(seed));
   std::mt19937_64 rng(seed);
   Stream stream;
-  const auto files = real_matrices();
+  const auto files = matrix_files();
   ASSERT_GE(files.size(), 20u);
   auto run = [&]<class V>(const std::vector<BuildOptions>& option_sets) {
     std::size_t read = 0;

@@ -116,14 +116,6 @@ void check_step(const Matrix<V>& host, const DeviceMatrix<V>& parent, const Coo<
   EXPECT_EQ(fresh + kept + sizeof(PoolHeader), got.pool_bytes());
 }
 
-std::vector<std::filesystem::path> matrix_files() {
-  std::vector<std::filesystem::path> out;
-  for (const auto& e : std::filesystem::directory_iterator(matrices_dir()))
-    if (e.path().extension() == ".mtx") out.push_back(e.path());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 }  // namespace
 
 // Branching families: each step edits a random earlier version; at the end
