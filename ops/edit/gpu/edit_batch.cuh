@@ -155,12 +155,10 @@ __global__ void nonnull_kernel(const u32* ref, u64 n, u32* flag) {
 }
 
 // keep[e] = 0 for an old entry an update replaces (set) or removes (remove);
-// *found counts the old entries at an update's position.
+// keep[n] = 0 (for the scan).
 __global__ void match_old_kernel(const u64* row, const u64* col, u64 n, TreeKey tk, const u64* ukey, u64 m,
-                                 bool drop, u32* keep, unsigned long long* found) {
-  const u64 stride = u64(gridDim.x) * blockDim.x;
-  for (u64 base = blockIdx.x * u64(blockDim.x); base <= n; base += stride) {
-    const u64 e = base + threadIdx.x;
+                                 bool drop, u32* keep) {
+  for (u64 e = blockIdx.x * u64(blockDim.x) + threadIdx.x; e <= n; e += u64(gridDim.x) * blockDim.x) {
     bool hit = false;
     if (e < n) {
       const u64 k = tk(row[e], col[e]);
@@ -171,9 +169,7 @@ __global__ void match_old_kernel(const u64* row, const u64* col, u64 n, TreeKey 
       }
       hit = lo < m && ukey[lo] == k;
     }
-    if (e <= n) keep[e] = e < n && !(hit && drop);
-    const unsigned ballot = __ballot_sync(0xFFFFFFFFu, hit);
-    if ((threadIdx.x & 31u) == 0 && ballot) atomicAdd(found, static_cast<unsigned long long>(__popc(ballot)));
+    keep[e] = e < n && !(hit && drop);
   }
 }
 

@@ -294,7 +294,7 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
       coff = Array<u64>(w, nt + 1);
       convert_detail::exclusive_sum(w, bytes.get(), coff.get(), nt + 1);
       cbytes = read_back(w, coff.get() + nt, "GPU edit: COOW bytes");
-      (void)select_by_mode(w, nullptr, whole.get(), unit_coow_merged, nt, nullptr, n_coow);
+      n_coow = count_flagged(w, mode_flags(w, nullptr, whole.get(), unit_coow_merged, nt).get(), nt);
     }
   }
 
@@ -471,10 +471,7 @@ bool try_edit(const DeviceMatrix<V>& fam, const DeviceCooView<V, I>& up, EditMod
 template <class V>
 DeviceMatrix<V> family_of(const DeviceMatrix<V>& a, EditMode mode, cudaStream_t stream) {
   if (mode != EditMode::remove && a.scale() != V(1)) return start_family(materialize(a, {}, stream), 0, stream);
-  if (a.arena())
-    return DeviceMatrix<V>::version(a.arena(), a.pool_bytes(), a.shape(), a.nnz(), a.root(), a.transposed(),
-                                    a.scale(), a.wide_nodes());
-  return start_family(a, 0, stream);
+  return versioned(a, 0, stream);
 }
 
 }  // namespace edit_gpu_detail

@@ -113,10 +113,8 @@ DeviceMatrix<V> rebuild(WorkMemory& w, Entries<V>& old, const u64* ukey, u64 m, 
                         const DeviceCooView<V, I>& up, bool tr, const u32* sel, u64 n_sel, const Shape& s, bool wide) {
   const cudaStream_t st = w.stream();
   Array<u32> keep(w, old.n + 1), kpos(w, old.n + 1);
-  Array<unsigned long long> found(w, 1);
-  cuda_check(cudaMemsetAsync(found.get(), 0, sizeof(unsigned long long), st), "cudaMemsetAsync");
   match_old_kernel<<<blocks_for(old.n + 1), 256, 0, st>>>(old.row.get(), old.col.get(), old.n, tk, ukey, m,
-                                                           mode != EditMode::add, keep.get(), found.get());
+                                                           mode != EditMode::add, keep.get());
   w.check_launch("GPU edit: matching");
   convert_detail::exclusive_sum(w, keep.get(), kpos.get(), old.n + 1);
   const u64 n_keep = read_back(w, kpos.get() + old.n, "GPU edit: kept entries");
@@ -138,36 +136,44 @@ DeviceMatrix<V> rebuild(WorkMemory& w, Entries<V>& old, const u64* ukey, u64 m, 
                              BuildOptions{s.node_size(), wide}, st);
 }
 
-// Indices of the items whose unit (unit_of[i], or i itself) is whole == want.
-inline Array<u32> select_by_mode(WorkMemory& w, const u32* unit_of, const u32* whole, u32 want, u64 n,
-                                 const u32* value, u64& count) {
-  Array<u32> flag(w, n + 1), pos(w, n + 1);
-  mode_flags_kernel<<<blocks_for(n + 1), 256, 0, w.stream()>>>(unit_of, n, whole, want, flag.get());
-  convert_detail::exclusive_sum(w, flag.get(), pos.get(), n + 1);
-  count = read_back(w, pos.get() + n, "GPU edit: selection");
-  Array<u32> out(w, count);
-  select_kernel<<<blocks_for(n), 256, 0, w.stream()>>>(flag.get(), pos.get(), n, value, out.get());
-  w.check_launch("GPU edit: selection");
-  return out;
+// How many of the n flags (flag[n] = 0) are set.
+inline u64 count_flagged(WorkMemory& w, const u32* flag, u64 n) {
+  Array<u32> pos(w, n + 1);
+  convert_detail::exclusive_sum(w, flag, pos.get(), n + 1);
+  return read_back(w, pos.get() + n, "GPU edit: count");
 }
 
-// The indices i < n with flag[i] (flag[n] = 0), in order.
-inline Array<u32> flagged(WorkMemory& w, const u32* flag, u64 n, u64& count) {
+// The indices i < n with flag[i] (flag[n] = 0), in order, or value[i] for
+// them where value is given.
+inline Array<u32> flagged(WorkMemory& w, const u32* flag, u64 n, u64& count, const u32* value = nullptr) {
   Array<u32> pos(w, n + 1);
   convert_detail::exclusive_sum(w, flag, pos.get(), n + 1);
   count = read_back(w, pos.get() + n, "GPU edit: selection");
   Array<u32> out(w, count);
-  select_kernel<<<blocks_for(n), 256, 0, w.stream()>>>(flag, pos.get(), n, nullptr, out.get());
+  select_kernel<<<blocks_for(n), 256, 0, w.stream()>>>(flag, pos.get(), n, value, out.get());
   w.check_launch("GPU edit: selection");
   return out;
 }
 
+// flag[i] = 1 for the items whose unit (unit_of[i], or i itself) is
+// whole == want (n + 1 flags, the last 0).
+inline Array<u32> mode_flags(WorkMemory& w, const u32* unit_of, const u32* whole, u32 want, u64 n) {
+  Array<u32> flag(w, n + 1);
+  mode_flags_kernel<<<blocks_for(n + 1), 256, 0, w.stream()>>>(unit_of, n, whole, want, flag.get());
+  return flag;
+}
+
+// The items whose unit is whole == want: their indices, or value[i].
+inline Array<u32> select_by_mode(WorkMemory& w, const u32* unit_of, const u32* whole, u32 want, u64 n,
+                                 const u32* value, u64& count) {
+  return flagged(w, mode_flags(w, unit_of, whole, want, n).get(), n, count, value);
+}
+
 // How many of n references are not null.
 inline u64 count_present(WorkMemory& w, const u32* ref, u64 n) {
-  Array<u32> flag(w, n + 1), pos(w, n + 1);
+  Array<u32> flag(w, n + 1);
   nonnull_kernel<<<blocks_for(n + 1), 256, 0, w.stream()>>>(ref, n, flag.get());
-  convert_detail::exclusive_sum(w, flag.get(), pos.get(), n + 1);
-  return read_back(w, pos.get() + n, "GPU edit: count");
+  return count_flagged(w, flag.get(), n);
 }
 
 // Counts and sizes of one level of inner nodes over `items` (sorted children
