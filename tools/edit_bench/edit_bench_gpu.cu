@@ -1,7 +1,8 @@
 // The GPU half of hisparse-edit-bench: the batch edit (ops::edit_version)
 // against the best CSR route we know on the GPU, both from device memory,
-// both allocating their results, timed with CUDA events (medians after a
-// warm-up; the matrix is far larger than the L2, so it is cold).
+// both allocating their results, timed with CUDA events (tools/common/
+// cuda_timing.hpp; medians after a warm-up; the matrix is far larger than the
+// L2, so it is cold).
 //
 // The CSR route (set semantics, as the edit): the batch sorted by (row,
 // column) with CUB's radix sort and reduced to the last update per position;
@@ -18,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_timing.hpp"
 #include "edit_bench_gpu.hpp"
 #include "hisparse/formats/device_arena.hpp"
 #include "hisparse/ops/convert_gpu.hpp"
@@ -180,28 +182,6 @@ DeviceBytes upload(const std::vector<T>& v) {
   return d;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
-// Wall time of f() on the default stream, by CUDA events.
-template <class F>
-double time_ms(F&& f) {
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  cudaEventRecord(a);
-  f();
-  cudaEventRecord(b);
-  cudaEventSynchronize(b);
-  float ms = 0;
-  cudaEventElapsedTime(&ms, a, b);
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return ms;
-}
-
 }  // namespace
 
 struct GpuEditBench::Impl {
@@ -233,17 +213,18 @@ GpuEditTiming GpuEditBench::run(const Coo<double>& batch, int runs) {
                                              v.as<const double>()};
   GpuEditTiming t;
   std::vector<double> te, tc;
+  tools::detail::EventPair events;
   std::uint64_t edit_nnz = 0, csr_nnz = 0, written = 0;
   const std::uint64_t cap = std::min<std::uint64_t>(3 * m.a.pool_bytes() + (std::uint64_t{16} << 20), max_pool_bytes);
   for (int i = 0; i <= runs; ++i) {
     const DeviceMatrix<double> first = ops::versioned(m.a, round_up(cap, node_alignment));
     ops::EditStats st;
     DeviceMatrix<double> e;
-    const double ms = time_ms([&] { e = ops::edit_version(first, view, ops::EditMode::set, nullptr, &st); });
+    const double ms = events.time([&] { e = ops::edit_version(first, view, ops::EditMode::set, nullptr, &st); }, false);
     edit_nnz = e.nnz();
     written = st.bytes_written;
     NewCsr n;
-    const double cms = time_ms([&] { n = csr_merge(m.csr, view.row, view.col, view.val, view.nnz, nullptr); });
+    const double cms = events.time([&] { n = csr_merge(m.csr, view.row, view.col, view.val, view.nnz, nullptr); }, false);
     csr_nnz = n.nnz;
     cudaFree(n.row_ptr);
     cudaFree(n.col);
@@ -253,8 +234,8 @@ GpuEditTiming GpuEditBench::run(const Coo<double>& batch, int runs) {
       tc.push_back(cms);
     }
   }
-  t.edit_ms = median(te);
-  t.csr_ms = median(tc);
+  t.edit_ms = tools::detail::summarize(te).median;
+  t.csr_ms = tools::detail::summarize(tc).median;
   t.new_bytes = static_cast<double>(written) / static_cast<double>(m.a.pool_bytes());
   t.agree = edit_nnz == csr_nnz;
   return t;
