@@ -24,6 +24,11 @@ bool DeviceArena::append(std::uint64_t bytes, std::uint64_t& offset) {
   return true;
 }
 
+void DeviceArena::rollback(std::uint64_t offset, std::uint64_t bytes) {
+  std::lock_guard lock(mutex_);
+  if (offset + bytes == used_) used_ = offset;
+}
+
 std::uint64_t DeviceArena::size() const {
   std::lock_guard lock(mutex_);
   return used_;

@@ -176,18 +176,22 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
                                                                  whole.get());
     w.check_launch("GPU edit: unit modes");
   }
-  // COOW units that stay COOW are merged like sparse leaves (node sizes up to
-  // 128, whose histogram of leaf blocks fits shared memory).
+  // COOW units that stay COOW are merged like sparse leaves where their
+  // histogram of leaf blocks fits shared memory (node sizes up to 128 on an
+  // H100); leaves are merged through a dense image where that fits. 1 KiB is
+  // left for the kernels' own shared memory (CUB's temporary storage).
+  const std::size_t smem = shared_memory_optin(), cells = std::size_t{1} << (2 * b);
+  const std::size_t image_bytes = cells * sizeof(V) + (cells + 31) / 32 * 4, bin_bytes = cells * sizeof(int);
   Array<u32> ccount, wpos;
-  if (!unit_is_leaf && a.wide_nodes() && b <= 7) {
+  if (!unit_is_leaf && a.wide_nodes() && bin_bytes + 1024 <= smem) {
     ccount = Array<u32>(w, nt);
     wpos = Array<u32>(w, m);
     wide_pos_kernel<I><<<blocks_for(m), 256, 0, stream>>>(ulast.get(), m, up.row, up.col, tr, b, wpos.get());
-    const std::size_t bins = (std::size_t{1} << (2 * b)) * sizeof(int);
     cuda_check(cudaFuncSetAttribute(coow_mode_kernel<inner_block>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(bins)),
+                                    static_cast<int>(bin_bytes)),
                "cudaFuncSetAttribute(COOW rule)");
-    coow_mode_kernel<inner_block><<<static_cast<unsigned>(std::min<u64>(nt, 1u << 16)), inner_block, bins, stream>>>(
+    coow_mode_kernel<inner_block><<<static_cast<unsigned>(std::min<u64>(nt, 1u << 16)), inner_block, bin_bytes,
+                                    stream>>>(
         pool, aunit, nt, ufirst.get(), wpos.get(), present.get(), mode == EditMode::remove, b, sizeof(V), whole.get(),
         ccount.get());
     w.check_launch("GPU edit: COOW rule");
@@ -227,7 +231,7 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
   // The touched leaves of leaf-by-leaf units: merged in place of a rebuild
   // (a thread block each, through a dense image in shared memory) where the
   // image fits (node size up to 128), else built by the builder.
-  const bool merge_leaves = b <= 7;
+  const bool merge_leaves = image_bytes + 1024 <= smem;
   Array<u32> lsel;
   u64 nll = 0;
   Array<u64> lR, lC;
@@ -329,12 +333,11 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
   const u32* live = unit_live.get();
   const u64 *iR = UR.get(), *iC = UC.get();
   const u32* irep = unit_rep.get();
-  u64 items = nt, upper_bytes = unit_level.bytes, inner_nodes = unit_level.groups;
+  u64 items = nt, upper_bytes = unit_level.bytes;
   for (u32 k = 0; k < u; ++k) {  // k = 0: the units' parents (level u-1)
     Level& L = levels[k];
     count_level(w, L, pool, apath.get() + (u - 1 - k) * nt, iR, iC, irep, live, items, b, shared.get());
     upper_bytes += L.bytes;
-    inner_nodes += L.groups;
     live = L.count.get();
     iR = L.R.get();
     iC = L.C.get();
@@ -346,8 +349,16 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
   // 7. Room in the arena: whole units, leaves, then each level of inner nodes
   // (deepest first), and the writes.
   const u64 total = wbytes + lbytes + cbytes + upper_bytes;
+  res.needed = total;
+  if (merge_leaves)
+    cuda_check(cudaFuncSetAttribute(leaf_merge_kernel<V, inner_block>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(image_bytes)),
+               "cudaFuncSetAttribute(leaf merge)");
   u64 base = 0;
   if (!a.arena()->append(total, base)) return false;
+  // From here on a failure (an allocation, a CUDA error) gives the room back:
+  // the arena is left as it was and no version exists.
+  try {
   std::byte* arena = a.arena()->data();
   if (wbytes > 0)
     cuda_check(cudaMemcpyAsync(arena + base, whole_built.pool() + sizeof(PoolHeader), wbytes, cudaMemcpyDeviceToDevice,
@@ -392,15 +403,9 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
       if (n_sparse > 0)
         leaf_merge_sparse_kernel<V><<<static_cast<unsigned>(std::min<u64>((n_sparse + 7) / 8, 1u << 20)), 256, 0,
                                       stream>>>(lm, sparse_list.get(), n_sparse, ppos.get());
-      if (n_dense > 0) {
-        const std::size_t image =
-            (std::size_t{1} << (2 * b)) * sizeof(V) + ((std::size_t{1} << (2 * b)) + 31) / 32 * 4;
-        cuda_check(cudaFuncSetAttribute(leaf_merge_kernel<V, inner_block>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(image)),
-                   "cudaFuncSetAttribute(leaf merge)");
+      if (n_dense > 0)
         leaf_merge_kernel<V, inner_block><<<static_cast<unsigned>(std::min<u64>(n_dense, 1u << 16)), inner_block,
-                                            image, stream>>>(lm, dense_list.get(), n_dense);
-      }
+                                            image_bytes, stream>>>(lm, dense_list.get(), n_dense);
       w.check_launch("GPU edit: leaf merge");
     } else {
       place_units_kernel<<<static_cast<unsigned>(std::min<u64>((nll + 7) / 8, 1u << 20)), 256, 0, stream>>>(
@@ -435,6 +440,8 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
   const u64 shared_children = read_back(w, shared.get(), "GPU edit: shared children");
   const u64 units_rebuilt = count_present(w, wunit, nt);
   const u64 leaves_rebuilt = nll > 0 ? count_present(w, leaf_ref.get(), nll) : 0;
+  u64 inner_written = unit_level.groups > 0 ? count_present(w, unit_level.ref.get(), unit_level.groups) : 0;
+  for (Level& L : levels) inner_written += count_present(w, L.ref.get(), L.groups);
   w.sync("cudaStreamSynchronize(GPU edit)");
   res.view = base + total;
   if (mode == EditMode::remove) {
@@ -445,21 +452,28 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
     st.inserted = m - hits;
     res.nnz = a.nnz() + (m - hits);
   }
-  st.nodes_rewritten = units_rebuilt + leaves_rebuilt + n_coow + inner_nodes;
+  st.nodes_rewritten = units_rebuilt + leaves_rebuilt + n_coow + inner_written;
   st.nodes_shared = shared_children;
   st.bytes_written = total;
   return true;
+  } catch (...) {
+    cudaStreamSynchronize(stream);  // nothing of this edit still writes
+    a.arena()->rollback(base, total);
+    throw;
+  }
 }
 
+// needed: the bytes the edit appends (also when they did not fit).
 template <class V, class I>
 bool try_edit(const DeviceMatrix<V>& fam, const DeviceCooView<V, I>& up, EditMode mode, cudaStream_t stream,
-              EditStats& st, DeviceMatrix<V>& out) {
+              EditStats& st, DeviceMatrix<V>& out, std::uint64_t* needed = nullptr) {
   Result res;
   const Shape& s = fam.shape();
   const bool narrow = s.rows <= static_cast<index_t>(std::numeric_limits<std::int32_t>::max()) &&
                       s.cols <= static_cast<index_t>(std::numeric_limits<std::int32_t>::max());
   const bool ok = narrow ? edit_into<V, I, std::int32_t>(fam, up, mode, stream, st, res)
                          : edit_into<V, I, std::int64_t>(fam, up, mode, stream, st, res);
+  if (needed) *needed = res.needed;
   if (!ok) return false;
   out = DeviceMatrix<V>::version(fam.arena(), res.view, s, res.nnz, res.root, fam.transposed(), fam.scale(),
                                  fam.wide_nodes());
@@ -515,15 +529,20 @@ void edit_in_place(DeviceMatrix<V>& a, const DeviceCooView<V, I>& updates, EditM
   DeviceMatrix<V> out;
   if (updates.nnz == 0) {
     out = std::move(fam);
-  } else if (!try_edit(fam, updates, mode, stream, st, out)) {
-    // No room: a's own nodes into a new family with as much room again (and
-    // at least the default's), where the edit then goes.
+  } else if (std::uint64_t needed = 0; !try_edit(fam, updates, mode, stream, st, out, &needed)) {
+    // No room: a's own nodes into a new family with room for this edit and as
+    // much again (at least the default's), where the edit then goes; what it
+    // appends depends on the entries only, not on where the old nodes lie.
     DeviceMatrix<V> own = copy(fam, CopyOptions{true}, stream);
+    if (own.pool_bytes() + needed > max_pool_bytes)
+      throw LimitError("GPU edit: the matrix (" + std::to_string(own.pool_bytes()) + " bytes) and this edit's " +
+                       std::to_string(needed) + " new bytes pass the 4 GiB a device arena addresses");
     const std::uint64_t room = std::max(default_capacity(own.pool_bytes()),
-                                        round_up(2 * own.pool_bytes() + fam.arena()->capacity() / 2, node_alignment));
+                                        round_up(2 * (own.pool_bytes() + needed), node_alignment));
     fam = start_family(own, std::min<std::uint64_t>(room, max_pool_bytes), stream);
     if (!try_edit(fam, updates, mode, stream, st, out))
-      throw LimitError("GPU edit: the edited matrix does not fit a device arena of the 4 GiB the references address");
+      throw Error("GPU edit: the edit found no room in a new family sized for it (" + std::to_string(needed) +
+                  " bytes)");
   }
   if (stats) *stats = st;
   a = std::move(out);

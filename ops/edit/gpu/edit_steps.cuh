@@ -37,7 +37,18 @@ inline TreeKey tree_key_of(const Shape& s, int& bits) {
 struct Result {
   NodeRef root = null_ref;
   std::uint64_t view = 0, nnz = 0;
+  std::uint64_t needed = 0;  // the bytes the edit appends (set also when they did not fit)
 };
+
+// The most shared memory a block of this device may use (the kernels with a
+// dense image or a histogram take the builder's path where theirs does not fit).
+inline std::size_t shared_memory_optin() {
+  int device = 0, bytes = 0;
+  cuda_check(cudaGetDevice(&device), "cudaGetDevice");
+  cuda_check(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+             "cudaDeviceGetAttribute(shared memory)");
+  return static_cast<std::size_t>(bytes);
+}
 
 // Everything of one level of inner nodes, kept from the count to the write.
 struct Level {

@@ -31,6 +31,10 @@ class DeviceArena {
   // the caller alone to write: its offset; or no room (false), nothing
   // changed. Thread-safe.
   bool append(std::uint64_t bytes, std::uint64_t& offset);
+  // Gives back the room of the last append (offset, bytes) when nothing was
+  // appended after it: an edit that fails after its append leaves the arena
+  // as it found it. Otherwise the bytes stay unused until the family goes.
+  void rollback(std::uint64_t offset, std::uint64_t bytes);
 
   [[nodiscard]] std::byte* data() const { return bytes_.as<std::byte>(); }
   [[nodiscard]] std::uint64_t capacity() const { return bytes_.size(); }
