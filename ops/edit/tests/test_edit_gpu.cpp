@@ -266,6 +266,57 @@ TEST(EditGpu, RealMatricesAndSpmvOnVersions) {
   EXPECT_GE(done, 10u);
 }
 
+// In place, a batch that writes far more than the matrix holds: the new
+// family is sized for the edit (not only for the matrix).
+TEST(EditGpu, InPlaceBulkInserts) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const index_t n = 200000;
+  const Matrix<double> h = build_matrix(random_coo<double>(n, n, 100, rng), BuildOptions{});
+  DeviceMatrix<double> a(h);
+  const Coo<double> u = random_coo<double>(n, n, 2'000'000, rng);  // ~24 MB of nodes, past the default 16 MiB
+  ops::edit_in_place(a, DeviceBatch<double, std::int32_t>(u).view(), EditMode::add);
+  ASSERT_TRUE(same_matrix(a.download(), ops::edit(h, u, EditMode::add)));
+}
+
+// A family without room refuses a persistent edit and stays as it was.
+TEST(EditGpu, FullArenaRefusesAndKeepsIt) {
+  std::mt19937_64 rng(11);
+  const Matrix<float> h = build_matrix(random_coo<float>(3000, 3000, 5000, rng), BuildOptions{16, true});
+  const DeviceMatrix<float> a = ops::versioned(DeviceMatrix<float>(h), round_up(h.pool_bytes() + 16, 16));
+  const std::uint64_t used = a.arena()->size();
+  const Coo<float> u = random_coo<float>(3000, 3000, 500, rng);
+  EXPECT_THROW(ops::edit_version(a, DeviceBatch<float, std::int32_t>(u).view(), EditMode::set), LimitError);
+  EXPECT_EQ(a.arena()->size(), used);
+  EXPECT_TRUE(same_matrix(a.download(), h));
+}
+
+// Scaled and transposed states: remove keeps the state, set and add write the
+// scale into the content first (a new family), as on the host.
+TEST(EditGpu, ScaledAndTransposedStates) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  for (const std::uint32_t d : {4u, 128u}) {
+    for (const bool transposed : {false, true}) {
+      Matrix<double> h = build_matrix(random_coo<double>(2000, 1500, 6000, rng), BuildOptions{d, true}).scaled(2.5);
+      if (transposed) h = h.transpose();
+      DeviceMatrix<double> g(h);
+      Model<double> model;
+      const Coo<double> hc = to_coo(h);
+      for (std::size_t i = 0; i < hc.nnz(); ++i) model[{hc.row[i], hc.col[i]}] = hc.val[i];
+      for (const EditMode mode : {EditMode::set, EditMode::add, EditMode::remove}) {
+        SCOPED_TRACE("d " + std::to_string(d) + (transposed ? " transposed " : " ") + ops::to_string(mode));
+        const Coo<double> u = random_batch(model, h.rows(), h.cols(), 300, rng);
+        const Matrix<double> want = ops::edit(h, u, mode);
+        const Matrix<double> got = ops::edit_version(g, DeviceBatch<double, std::int64_t>(u).view(), mode).download();
+        ASSERT_TRUE(same_matrix(got, want));
+      }
+    }
+  }
+}
+
 // Refused batches leave the matrix and its family as they were.
 TEST(EditGpu, BadBatchesChangeNothing) {
   std::mt19937_64 rng(7);
