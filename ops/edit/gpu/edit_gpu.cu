@@ -142,6 +142,16 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
   Array<u32> lunit, lold, lstart;
   Array<int> ldelta;
   Array<u32> whole(w, nt);
+  // COOW units that stay COOW are merged like sparse leaves where their
+  // histogram of leaf blocks fits shared memory (node sizes up to 128 on an
+  // H100); leaves are merged through a dense image where that fits. 1 KiB is
+  // left for the kernels' own shared memory (CUB's temporary storage).
+  // ccount: the entries of every merged COOW node after the edit.
+  const std::size_t smem = shared_memory_optin(), cells = std::size_t{1} << (2 * b);
+  const std::size_t image_bytes = cells * sizeof(V) + (cells + 31) / 32 * 4, bin_bytes = cells * sizeof(int);
+  const bool coow_merges = !unit_is_leaf && a.wide_nodes() && bin_bytes + 1024 <= smem;
+  Array<u32> ccount, wpos;
+  if (coow_merges) ccount = Array<u32>(w, nt);
   if (!unit_is_leaf) {
     const u32 leaf_shift = 2 * b;
     Array<u32> lrun(w, m + 1);
@@ -168,23 +178,17 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
     const unsigned grid = static_cast<unsigned>(std::min<u64>(nt, 1u << 16));
     unit_mode_kernel<inner_block><<<grid, inner_block, 0, stream>>>(pool, aunit, nt, lfirst.get(), LR.get(), LC.get(),
                                                                     lold.get(), ldelta.get(), b, a.wide_nodes(), false,
-                                                                    sizeof(V), whole.get());
+                                                                    sizeof(V), whole.get(), ccount.get());
     w.check_launch("GPU edit: unit modes");
   } else {
     unit_mode_kernel<inner_block><<<1, inner_block, 0, stream>>>(pool, aunit, nt, nullptr, nullptr, nullptr, nullptr,
                                                                  nullptr, b, a.wide_nodes(), true, sizeof(V),
-                                                                 whole.get());
+                                                                 whole.get(), nullptr);
     w.check_launch("GPU edit: unit modes");
   }
-  // COOW units that stay COOW are merged like sparse leaves where their
-  // histogram of leaf blocks fits shared memory (node sizes up to 128 on an
-  // H100); leaves are merged through a dense image where that fits. 1 KiB is
-  // left for the kernels' own shared memory (CUB's temporary storage).
-  const std::size_t smem = shared_memory_optin(), cells = std::size_t{1} << (2 * b);
-  const std::size_t image_bytes = cells * sizeof(V) + (cells + 31) / 32 * 4, bin_bytes = cells * sizeof(int);
-  Array<u32> ccount, wpos;
-  if (!unit_is_leaf && a.wide_nodes() && bin_bytes + 1024 <= smem) {
-    ccount = Array<u32>(w, nt);
+  // COOW units that stay COOW are merged like sparse leaves (coow_merges,
+  // decided above).
+  if (coow_merges) {
     wpos = Array<u32>(w, m);
     wide_pos_kernel<I><<<blocks_for(m), 256, 0, stream>>>(ulast.get(), m, up.row, up.col, tr, b, wpos.get());
     cuda_check(cudaFuncSetAttribute(coow_mode_kernel<inner_block>, cudaFuncAttributeMaxDynamicSharedMemorySize,

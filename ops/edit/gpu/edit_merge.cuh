@@ -141,8 +141,8 @@ __global__ void coow_merge_kernel(LeafMerge<V> a, const u32* aunit, const u32* w
   const u64 warps = (u64(gridDim.x) * blockDim.x) / 32;
   for (u64 t = (blockIdx.x * u64(blockDim.x) + threadIdx.x) / 32; t < nt; t += warps) {
     if (whole[t] != unit_coow_merged) continue;
-    const NodeRef old = aunit[t];
-    const u32 n_old = convert_detail::node_count_word(a.pool, old), n_new = count[t];
+    const NodeRef old = aunit[t];  // null: a new unit, its updates alone
+    const u32 n_old = old != null_ref ? convert_detail::node_count_word(a.pool, old) : 0, n_new = count[t];
     const CooLayout ol = coow_layout(n_old, sizeof(V));
     const auto* oco = reinterpret_cast<const WideCoord*>(a.pool + ref_offset(old) + ol.coord_offset);
     const V* ov = reinterpret_cast<const V*>(a.pool + ref_offset(old) + ol.value_offset);

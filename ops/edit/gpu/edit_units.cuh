@@ -147,14 +147,22 @@ __device__ bool coow_rule(typename CUB_NS_QUALIFIER::BlockReduce<u64, Block>::Te
 template <unsigned Block>
 __global__ void unit_mode_kernel(const std::byte* pool, const u32* aunit, u64 nt, const u64* lfirst, const u64* LR,
                                  const u64* LC, const u32* lold, const int* ldelta, u32 b, bool wide, bool unit_is_leaf,
-                                 u32 value_bytes, u32* whole) {
+                                 u32 value_bytes, u32* whole, u32* coow_count) {
   using Reduce = CUB_NS_QUALIFIER::BlockReduce<u64, Block>;
   __shared__ typename Reduce::TempStorage tmp;
   const u32 m1 = (1u << b) - 1;
   for (u64 t = blockIdx.x; t < nt; t += gridDim.x) {
     const NodeRef unit = aunit[t];
-    if (unit_is_leaf || unit == null_ref || ref_type(unit) == NodeType::coow || !wide) {
-      if (threadIdx.x == 0) whole[t] = unit_is_leaf || unit == null_ref || ref_type(unit) == NodeType::coow;
+    // A unit A lacks is written from its updates like the others: leaf by
+    // leaf, or in a wide pool as a COOW node where the rule says so (its
+    // leaves are its touched ones, counted below); without the COOW merge
+    // (node size 256) the builder writes it.
+    const bool fresh = unit == null_ref && wide && coow_count;
+    if (!fresh && (unit_is_leaf || unit == null_ref || ref_type(unit) == NodeType::coow || !wide)) {
+      if (threadIdx.x == 0)
+        whole[t] = unit_is_leaf || ref_type(unit) == NodeType::coow ? unit_whole
+                   : unit == null_ref && wide                         ? unit_whole
+                                                                       : unit_by_leaves;
       continue;
     }
     const u64 lo = lfirst[t], hi = lfirst[t + 1];
@@ -162,7 +170,7 @@ __global__ void unit_mode_kernel(const std::byte* pool, const u32* aunit, u64 nt
     // Old children the edit leaves alone.
     const bool dense = ref_type(unit) == NodeType::dense;
     const std::byte* node = pool + ref_offset(unit);
-    const u32 n_old = dense ? 1u << (2 * b) : convert_detail::node_count_word(pool, unit);
+    const u32 n_old = fresh ? 0 : dense ? 1u << (2 * b) : convert_detail::node_count_word(pool, unit);
     const CooLayout lay = dense ? CooLayout{} : coo_layout(ref_type(unit), n_old, sizeof(NodeRef));
     for (u32 k = threadIdx.x; k < n_old; k += blockDim.x) {
       u32 cell;
@@ -198,7 +206,10 @@ __global__ void unit_mode_kernel(const std::byte* pool, const u32* aunit, u64 nt
     }
     u64 total = 0;
     const bool flip = coow_rule<Block>(tmp, bytes, entries, children, b, value_bytes, &total);
-    if (threadIdx.x == 0) whole[t] = flip;
+    if (threadIdx.x == 0) {
+      whole[t] = fresh ? (flip ? unit_coow_merged : unit_by_leaves) : flip ? unit_whole : unit_by_leaves;
+      if (fresh) coow_count[t] = static_cast<u32>(total);
+    }
   }
 }
 
@@ -222,7 +233,8 @@ __global__ void coow_mode_kernel(const std::byte* pool, const u32* aunit, u64 nt
     __syncthreads();
     const u32 n = convert_detail::node_count_word(pool, unit);
     const auto* co = reinterpret_cast<const WideCoord*>(pool + ref_offset(unit) + coow_layout(n, 4).coord_offset);
-    for (u32 i = threadIdx.x; i < n; i += Block) atomicAdd(bins + (((u32(co[i].row) >> b) << b) | (u32(co[i].col) >> b)), 1);
+    for (u32 i = threadIdx.x; i < n; i += Block)
+      atomicAdd(bins + (((u32(co[i].row) >> b) << b) | (u32(co[i].col) >> b)), 1);
     for (u32 j = ufirst[t] + threadIdx.x; j < ufirst[t + 1]; j += Block) {
       const int d = remove ? -static_cast<int>(present[j]) : static_cast<int>(!present[j]);
       if (d) atomicAdd(bins + (((wpos[j] >> 16) >> b) << b | ((wpos[j] & 0xFFFFu) >> b)), d);
@@ -238,6 +250,8 @@ __global__ void coow_mode_kernel(const std::byte* pool, const u32* aunit, u64 nt
     u64 total = 0;
     const bool stays = coow_rule<Block>(tmp, bytes, entries, children, b, value_bytes, &total);
     if (threadIdx.x == 0) {
+      // A COOW node that would stop being one is rebuilt whole (its entries
+      // spread into leaves).
       whole[t] = stays ? unit_coow_merged : unit_whole;
       count[t] = static_cast<u32>(total);
     }
