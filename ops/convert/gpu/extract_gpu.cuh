@@ -11,12 +11,16 @@
 //    is column order (the tree key orders a row's blocks by column digits,
 //    nodes store entries row-major, and the same holds with rows and columns
 //    exchanged for a transposed state), so one sort by row is all it takes.
+// A pool without COOW nodes takes the row path instead of 2 and 3
+// (extract_rows.cuh): the leaves sorted by block row, a warp per block row
+// writing its rows in place.
 #include <algorithm>
 #include <bit>
 #include <limits>
 #include <string>
 
 #include "extract_kernels.cuh"
+#include "extract_rows.cuh"
 #include "hisparse/ops/convert_gpu.hpp"
 #include "work_memory.cuh"
 
@@ -29,6 +33,63 @@ void check_index_range(index_t rows, index_t cols, std::uint64_t nnz) {
     throw LimitError(std::string("a ") + std::to_string(rows) + " x " + std::to_string(cols) + " matrix with " +
                      std::to_string(nnz) + " entries does not fit " + std::to_string(sizeof(I) * 8) +
                      "-bit signed indices");
+}
+
+// The row path (extract_rows.cuh) where the frontier holds leaves only and no
+// block row is so long that its warp would serialise the call (more than
+// 2^16 entries a block row on average); false, with nothing written, elsewhere.
+template <class V, class I, class Out>
+bool extract_rows(WorkMemory& w, const DeviceMatrix<V>& a, const Frontier& f, I* row_out, I* row_ptr, I* col_out,
+                  Out* val_out) {
+  const cudaStream_t st = w.stream();
+  const u32 b = a.shape().log2_node_size;
+  const u64 n = a.nnz(), rows = a.rows(), blocks = (rows + (u64{1} << b) - 1) >> b;
+  // Per-row arrays no larger than the general path's per-entry ones (the
+  // documented work bound); no block row so long that its warp serialises the call.
+  if (rows > 2 * n + 4096 || n > (blocks << 16) || blocks >= 0xFFFFFFFFull) return false;
+  {
+    Array<unsigned> any(w, 1);
+    cuda_check(cudaMemsetAsync(any.get(), 0, sizeof(unsigned), st), "cudaMemsetAsync");
+    any_coow_kernel<<<blocks_for(f.size), 256, 0, st>>>(f, any.get());
+    w.check_launch("COOW check kernel");
+    if (read_back(w, any.get(), "read COOW check") != 0) return false;
+  }
+  // The leaves grouped by logical block row, stably (tree order within one).
+  Array<u32> leaf(w, f.size), first(w, blocks + 1);
+  {
+    Array<u32> idx(w, f.size);
+    Array<u64> sorted(w, f.size);
+    iota_kernel<<<blocks_for(f.size), 256, 0, st>>>(idx.get(), f.size);
+    radix_sort_pairs(w, a.transposed() ? f.C : f.R, sorted.get(), idx.get(), leaf.get(), f.size,
+                     static_cast<int>(blocks > 1 ? std::bit_width(blocks - 1) : 1));
+    block_row_first_kernel<<<blocks_for(blocks + 1), 256, 0, st>>>(sorted.get(), f.size, blocks, first.get());
+    w.check_launch("block row kernel");
+  }
+  w.phase("leaves by block row");
+  Array<u32> count(w, rows + 1), start(w, rows + 1);
+  cuda_check(cudaMemsetAsync(count.get() + rows, 0, sizeof(u32), st), "cudaMemsetAsync");
+  RowArgs<V, I, Out> args{f, a.pool(), b, a.transposed(), a.scale(), a.scale() == V(1), rows, blocks, leaf.get(),
+                          first.get(), count.get(), nullptr, row_out, col_out, val_out};
+  constexpr u64 warps = extract_row_threads / 32;
+  const auto grid = static_cast<unsigned>(std::min<u64>((blocks + warps - 1) / warps, 1u << 20));
+  extract_rows_kernel<V, I, Out, false><<<grid, extract_row_threads, 0, st>>>(args);
+  w.check_launch("row count kernel");
+  exclusive_sum(w, count.get(), start.get(), rows + 1);
+  const u64 total = read_back(w, start.get() + rows, "read entry count");
+  if (total != n)
+    throw Error("GPU extraction: the pool holds " + std::to_string(total) + " entries, the matrix says " +
+                std::to_string(n));
+  w.phase("rows counted");
+  args.row_start = start.get();
+  extract_rows_kernel<V, I, Out, true><<<grid, extract_row_threads, 0, st>>>(args);
+  w.check_launch("row fill kernel");
+  if (row_ptr) {
+    row_ptr_from_starts_kernel<I><<<blocks_for(rows + 1), 256, 0, st>>>(start.get(), rows, row_ptr);
+    w.check_launch("row pointer kernel");
+  }
+  w.phase("rows written");
+  w.sync("cudaStreamSynchronize(GPU extraction)");
+  return true;
 }
 
 // Logical entries in row-major order: row (as sort keys), then gathered into
@@ -80,8 +141,9 @@ void extract_keys(WorkMemory& w, const DeviceMatrix<V>& a, I* row_out, I* row_pt
   }
 
   w.phase("frontier");
-  // 2. Entries at their tree-order positions.
   const Frontier f{ref.get(), R.get(), C.get(), size};
+  if (extract_rows<V, I, Out>(w, a, f, row_out, row_ptr, col_out, val_out)) return;
+  // 2. Entries at their tree-order positions.
   Array<u64> first(w, size + 1);
   {
     Array<u64> count(w, size + 1);

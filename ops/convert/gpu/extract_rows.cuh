@@ -1,0 +1,133 @@
+#pragma once
+// The extraction's row path (extract_gpu.cuh takes it where it applies): the
+// leaves, not the entries, are sorted, and a warp per logical block row of d
+// rows writes its rows straight into place.
+//
+// For a fixed logical row, tree order already is column order: the leaves of
+// one block row come in column order (the tree key orders them by their
+// column digits; with the transposed state, rows and columns exchanged) and a
+// leaf stores its entries row-major. So once the leaves are grouped by block
+// row (a stable sort of the leaves by it), a warp walking its block row's
+// leaves in that order meets every row's entries in column order: an entry's
+// place is its row's start plus the entries of its row met before it, which
+// the warp counts 32 entries at a time (__match_any_sync over the row, a
+// running position per row in shared memory). A first pass counts the rows
+// (their starts by one scan). No sort of entries, no per-entry work arrays.
+// Leaves only: a pool with COOW nodes takes the general path.
+#include "extract_kernels.cuh"
+
+namespace hisparse::ops::convert_detail {
+
+inline constexpr unsigned extract_row_threads = 256;
+
+template <class V, class I, class Out>
+struct RowArgs {
+  Frontier f;  // the leaves, in tree order
+  const std::byte* pool;
+  u32 b;
+  bool transposed;
+  V scale;
+  bool unscaled;
+  u64 rows, blocks;      // logical rows, and block rows of d of them
+  const u32* leaf;       // frontier indices, grouped by logical block row (stable)
+  const u32* first;      // blocks + 1: each block row's first place in `leaf`
+  u32* row_count;        // count pass: entries per logical row
+  const u32* row_start;  // fill pass: exclusive scan of row_count
+  I* row_out;            // COO (null for CSR)
+  I* col_out;
+  Out* val_out;          // values, or their positions in the pool (Out = u32)
+};
+
+template <class V, class I, class Out, bool Fill>
+__global__ void __launch_bounds__(extract_row_threads) extract_rows_kernel(RowArgs<V, I, Out> a) {
+  constexpr u32 warps = extract_row_threads / 32;
+  __shared__ u32 slot_all[warps][256];
+  const u32 warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const unsigned full = 0xFFFFFFFFu, lower = (1u << lane) - 1u;
+  u32* slot = slot_all[warp];  // count pass: the row's entries so far; fill pass: its next place
+  const u32 b = a.b, d = 1u << b, cells = 1u << (2 * b);
+  for (u64 q = u64(blockIdx.x) * warps + warp; q < a.blocks; q += u64(gridDim.x) * warps) {
+    const u64 r0 = q << b;
+    const u32 nr = static_cast<u32>(a.rows - r0 < d ? a.rows - r0 : d);
+    for (u32 r = lane; r < d; r += 32) slot[r] = Fill && r < nr ? a.row_start[r0 + r] : 0;
+    __syncwarp();
+    // One present entry per lane at most: local (row, column) of the content, its value.
+    auto take = [&](bool present, u32 lrow, u32 lcol, const V* v, u64 other_block) {
+      const u32 r = a.transposed ? lcol : lrow, c = a.transposed ? lrow : lcol;
+      if (!Fill) {
+        if (present) atomicAdd(slot + r, 1u);
+        return;
+      }
+      const unsigned group = __match_any_sync(full, present ? r : 0xFFFFFFFFu);
+      const u32 place = present ? slot[r] + __popc(group & lower) : 0;
+      __syncwarp();
+      if (present && (group & lower) == 0) slot[r] += __popc(group);
+      __syncwarp();
+      if (!present) return;
+      if (a.row_out) a.row_out[place] = static_cast<I>(r0 + r);
+      a.col_out[place] = static_cast<I>((other_block << b) | c);
+      if constexpr (std::is_same_v<Out, V>)
+        a.val_out[place] = a.unscaled ? *v : a.scale * *v;
+      else
+        a.val_out[place] = static_cast<Out>(v - reinterpret_cast<const V*>(a.pool));
+    };
+    for (u32 i = a.first[q]; i < a.first[q + 1]; ++i) {
+      const u32 k = a.leaf[i];
+      const NodeRef ref = a.f.ref[k];
+      const NodeType t = ref_type(ref);
+      const std::byte* node = a.pool + ref_offset(ref);
+      const u64 other = a.transposed ? a.f.R[k] : a.f.C[k];
+      if (t == NodeType::dense) {
+        const auto* mask = reinterpret_cast<const std::uint8_t*>(node);
+        const auto* vals = reinterpret_cast<const V*>(node + dense_mask_bytes(b));
+        for (u32 base = 0; base < cells; base += 32) {
+          const u32 cell = base + lane;
+          const bool present = cell < cells && ((mask[cell >> 3] >> (cell & 7u)) & 1u);
+          take(present, cell >> b, cell & (d - 1), vals + (present ? cell : 0), other);
+        }
+      } else {
+        const u32 n = node_count_word(a.pool, ref);
+        const CooLayout l = coo_layout(t, n, sizeof(V));
+        const auto* coords = reinterpret_cast<const LocalCoord*>(node + l.coord_offset);
+        const auto* vals = reinterpret_cast<const V*>(node + l.value_offset);
+        for (u32 base = 0; base < n; base += 32) {
+          const u32 e = base + lane;
+          const bool present = e < n;
+          const LocalCoord lc = present ? coords[e] : LocalCoord{0, 0};
+          take(present, lc.row, lc.col, vals + (present ? e : 0), other);
+        }
+      }
+    }
+    __syncwarp();
+    if (!Fill)
+      for (u32 r = lane; r < nr; r += 32) a.row_count[r0 + r] = slot[r];
+    __syncwarp();  // slot is reused by the next block row
+  }
+}
+
+// first[q] = the first place in the sorted block-row keys at or past q.
+__global__ void block_row_first_kernel(const u64* sorted, u64 n, u64 blocks, u32* first) {
+  for (u64 q = blockIdx.x * u64(blockDim.x) + threadIdx.x; q <= blocks; q += u64(gridDim.x) * blockDim.x) {
+    u64 lo = 0, hi = n;
+    while (lo < hi) {
+      const u64 mid = lo + (hi - lo) / 2;
+      if (sorted[mid] < q) lo = mid + 1;
+      else hi = mid;
+    }
+    first[q] = static_cast<u32>(lo);
+  }
+}
+
+// 1 in *any where the frontier holds a COOW node.
+__global__ void any_coow_kernel(Frontier f, unsigned* any) {
+  for (u64 k = blockIdx.x * u64(blockDim.x) + threadIdx.x; k < f.size; k += u64(gridDim.x) * blockDim.x)
+    if (ref_type(f.ref[k]) == NodeType::coow) atomicOr(any, 1u);
+}
+
+template <class I>
+__global__ void row_ptr_from_starts_kernel(const u32* start, u64 rows, I* row_ptr) {
+  for (u64 r = blockIdx.x * u64(blockDim.x) + threadIdx.x; r <= rows; r += u64(gridDim.x) * blockDim.x)
+    row_ptr[r] = static_cast<I>(start[r]);
+}
+
+}  // namespace hisparse::ops::convert_detail
