@@ -18,12 +18,14 @@
 // --gpu (CUDA builds, a device present): instead, for each --family, the GPU
 // batch edit (ops::edit_version on device arrays) against the CSR route on
 // the GPU (CUB sort of the batch, merge into new arrays), batches of 0.1%, 1%
-// and 10% (set, half present); CUDA events, median of --runs after a warm-up.
+// and 10% (--shares: others; set, half present); CUDA events, median of --runs
+// after a warm-up.
 //
-//   hisparse-edit-bench [--matrices-dir DIR] [--family SPEC]... [--inserts R] [--gpu [--runs N]]
+//   hisparse-edit-bench [--matrices-dir DIR] [--family SPEC]... [--inserts R] [--gpu [--runs N] [--shares S,...]]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -241,7 +243,8 @@ Coo<double> local_batch(const Coo<double>& coo, std::size_t k, double share, std
 }
 
 // The GPU table: one row per family and batch size.
-void bench_gpu(const std::vector<std::string>& families, int runs, std::mt19937_64& rng) {
+void bench_gpu(const std::vector<std::string>& families, int runs, const std::vector<double>& shares,
+               std::mt19937_64& rng) {
   std::printf("GPU batch edit (ops::edit_version, device arrays in, a new version out) against the CSR route on the "
               "GPU (CUB radix sort of the batch, merge into new CSR arrays, 32-bit indices); f64, node size 128, set, "
               "half present; CUDA events, median of %d after a warm-up, cold L2; new bytes: what the version adds "
@@ -254,7 +257,7 @@ void bench_gpu(const std::vector<std::string>& families, int runs, std::mt19937_
     const Coo<double> coo = gen::generate_coo<double>(gen::parse_spec(spec));
     edit_bench::GpuEditBench b(coo);
     for (const bool local : {false, true}) {
-      for (const double share : {0.001, 0.01, 0.1}) {
+      for (const double share : shares) {
         const std::size_t k =
             std::max<std::size_t>(1, static_cast<std::size_t>(share * static_cast<double>(coo.nnz())));
         const Coo<double> u = local ? local_batch(coo, k, share, rng) : mixed_batch(coo, k, rng);
@@ -276,6 +279,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> families;
   int inserts = 20, runs = 5;
   bool gpu = false;
+  std::vector<double> shares{0.001, 0.01, 0.1};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--matrices-dir" && i + 1 < argc) dir = argv[++i];
@@ -283,9 +287,24 @@ int main(int argc, char** argv) {
     else if (a == "--runs" && i + 1 < argc) runs = std::stoi(argv[++i]);
     else if (a == "--family" && i + 1 < argc) families.push_back(argv[++i]);
     else if (a == "--inserts" && i + 1 < argc) inserts = std::stoi(argv[++i]);
-    else {
+    else if (a == "--shares" && i + 1 < argc) {  // --gpu batch sizes, e.g. 0.001,0.01
+      shares.clear();
+      const std::string list = argv[++i];
+      for (std::size_t p = 0; p <= list.size();) {
+        const std::size_t q = std::min(list.find(',', p), list.size());
+        char* end = nullptr;
+        const std::string item = list.substr(p, q - p);
+        const double v = std::strtod(item.c_str(), &end);
+        if (item.empty() || *end != '\0' || !(v > 0 && v <= 1)) {
+          std::fprintf(stderr, "hisparse-edit-bench: --shares: '%s' is not a share in (0, 1]\n", item.c_str());
+          return 2;
+        }
+        shares.push_back(v);
+        p = q + 1;
+      }
+    } else {
       std::fprintf(stderr,
-                   "usage: hisparse-edit-bench [--matrices-dir DIR] [--family SPEC]... [--inserts R] [--gpu [--runs N]]\n");
+                   "usage: hisparse-edit-bench [--matrices-dir DIR] [--family SPEC]... [--inserts R] [--gpu [--runs N] [--shares S,...]]\n");
       return 2;
     }
   }
@@ -296,7 +315,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "hisparse-edit-bench: --gpu: no CUDA device (or a build without CUDA)\n");
         return 1;
       }
-      bench_gpu(families, runs, rng);
+      bench_gpu(families, runs, shares, rng);
       return 0;
     }
     std::printf("f64, node size 128; single inserts: median of %d (each into the last result); batch: 1%% of nnz, set, "

@@ -1,6 +1,6 @@
 // hisparse bench [MATRIX ...] [--preset large] [--scale M] [--family SPEC ...] [--no-suite]
 //                [--precision f32,f64] [--l2 warm|cold|both] [--ops spmv,copy,add] [--runs N] [--warmup N] [--warmup-ms MS]
-//                [--json F] [--csv F] [--markdown F] [--no-wide-nodes] [--conversion] [--host-only]
+//                [--json F] [--csv F] [--markdown F] [--no-wide-nodes] [--conversion] [--host-only | --gpu-conversion-only]
 // SpMV, SpMV^T, add, add^T and copy of HiSparse against cuSPARSE CSR (SpMV
 // ALG1 and ALG2, csrgeam2, csr2csc, copying the arrays) on the SuiteSparse
 // set, generated families and given files; every result checked. With
@@ -37,7 +37,7 @@ namespace {
 struct BenchCli {
   std::vector<std::string> files, families;
   std::string matrices_dir = "../shared/matrices";
-  bool no_suite = false, conversion = false, host_only = false;
+  bool no_suite = false, conversion = false, host_only = false, gpu_conversion_only = false;
   WideNodesFlags wide;
   double scale = 16;  // million entries per generated family
   std::string precision = "f32,f64", l2 = "warm", ops = "spmv,copy,add", json, csv, markdown, preset;
@@ -385,6 +385,10 @@ void add_bench_command(CLI::App& app) {
                 "also time the conversion: COO -> HiSparse and COO -> CSR on the host, and on the GPU CSR -> HiSparse, "
                 "HiSparse -> CSR and cuSPARSE csr2csc from and to device arrays (with their time in HiSparse SpMVs)");
   sub->add_flag("--host-only", c->host_only, "only the host conversion timings (no GPU needed; implies --conversion)");
+  sub->add_flag("--gpu-conversion-only", c->gpu_conversion_only,
+                "the GPU conversion timings without the host's (which take minutes on the large families; implies "
+                "--conversion)")
+      ->excludes("--host-only");
   add_wide_nodes_flags(sub, c->wide, false);
   sub->add_flag("--controllers", c->opt.controllers, "also time SpMV (one runtime traversal per call), the rebuilding copy and the add under each controller");
   sub->add_option("--json", c->json, "write every record as JSON");
@@ -409,7 +413,7 @@ void add_bench_command(CLI::App& app) {
     }
     const bool f32 = c->precision.find("f32") != std::string::npos, f64 = c->precision.find("f64") != std::string::npos;
     if (!f32 && !f64) throw UsageError("--precision must name f32 and/or f64");
-    if (c->host_only) c->conversion = true;
+    if (c->host_only || c->gpu_conversion_only) c->conversion = true;
     else if (!gpu_available()) throw Error("bench needs a CUDA device and a GPU build (or --host-only)");
     const bool wide_default = c->wide.choice().value_or(BuildOptions{}.wide_nodes);
     c->device = c->host_only ? Device::host : Device::gpu;
@@ -444,12 +448,16 @@ void add_bench_command(CLI::App& app) {
       std::optional<Matrix<float>> m32, moved32;
       std::optional<Matrix<double>> m64, moved64;
       if (c->conversion) {
-        status(i, std::to_string(coo.nnz()) + " entries, conversion on the host");
-        if (f32) append(bench_conversion(coo_as<float>(coo), in[i].name, 5, wide, m32));
-        if (f64) append(bench_conversion(coo, in[i].name, 5, wide, m64));
+        if (!c->gpu_conversion_only) {
+          status(i, std::to_string(coo.nnz()) + " entries, conversion on the host");
+          if (f32) append(bench_conversion(coo_as<float>(coo), in[i].name, 5, wide, m32));
+          if (f64) append(bench_conversion(coo, in[i].name, 5, wide, m64));
+        }
         if (!c->host_only) {
           status(i, std::to_string(coo.nnz()) + " entries, conversion on the GPU");
           std::size_t before = rs.size();
+          if (f32 && !m32) m32 = build_as<float>(coo, wide, build_ctx);  // --gpu-conversion-only
+          if (f64 && !m64) m64 = build_as<double>(coo, wide, build_ctx);
           if (f32) append(bench_conversion_gpu(*m32, in[i].name, c->opt));
           if (f64) append(bench_conversion_gpu(*m64, in[i].name, c->opt));
           if (rs.size() == before)
