@@ -108,32 +108,59 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
   w.phase("edit: sorted batch");
 
   // 2. Touched units, their paths in A, which updates find an entry.
-  Array<u32> urun(w, m + 1);
-  u64 nt = 0;
-  {
-    Array<u32> uhead(w, m + 1);
-    run_heads_kernel<<<blocks_for(m + 1), 256, 0, stream>>>(ukey.get(), m, unit_shift, uhead.get());
-    convert_detail::inclusive_sum(w, uhead.get(), urun.get(), m + 1);
-    nt = read_back(w, urun.get() + m, "GPU edit: touched units");
+  Array<u32> urun, ufirst, apath, present, ppos;
+  Array<u64> UR, UC;
+  u64 nt = 0, hits = 0;
+  auto find_units = [&] {
+    urun = Array<u32>(w, m + 1);
+    {
+      Array<u32> uhead(w, m + 1);
+      run_heads_kernel<<<blocks_for(m + 1), 256, 0, stream>>>(ukey.get(), m, unit_shift, uhead.get());
+      convert_detail::inclusive_sum(w, uhead.get(), urun.get(), m + 1);
+      nt = read_back(w, urun.get() + m, "GPU edit: touched units");
+    }
+    UR = Array<u64>(w, nt);
+    UC = Array<u64>(w, nt);
+    ufirst = Array<u32>(w, nt + 1);
+    units_kernel<I><<<blocks_for(m), 256, 0, stream>>>(ukey.get(), ulast.get(), urun.get(), m, unit_shift, up.row,
+                                                       up.col, tr, level_shift, UR.get(), UC.get(), ufirst.get());
+    w.check_launch("GPU edit: units kernel");
+    apath = Array<u32>(w, (u + 1) * nt);
+    descend_kernel<<<blocks_for(nt), 256, 0, stream>>>(pool, a.root(), b, u, UR.get(), UC.get(), nt, apath.get(),
+                                                       nullptr);
+    w.check_launch("GPU edit: descent");
+    present = Array<u32>(w, m + 1);
+    presence_kernel<I><<<blocks_for(m), 256, 0, stream>>>(pool, apath.get() + u * nt, urun.get(), ulast.get(), m,
+                                                          up.row, up.col, tr, b, unit_is_leaf, present.get());
+    cuda_check(cudaMemsetAsync(present.get() + m, 0, sizeof(u32), stream), "cudaMemsetAsync");
+    w.check_launch("GPU edit: presence");
+    ppos = Array<u32>(w, m + 1);  // present updates before each
+    convert_detail::exclusive_sum(w, present.get(), ppos.get(), m + 1);
+    hits = read_back(w, ppos.get() + m, "GPU edit: positions present");
+  };
+  find_units();
+  // A removal that finds no entry changes nothing: such positions are dropped
+  // before anything is decided, so that a leaf (or a whole version) whose
+  // removals all miss is shared, as the host edit shares it.
+  if (mode == EditMode::remove && hits < m) {
+    if (hits == 0) {
+      res.root = a.root();
+      res.view = a.pool_bytes();
+      res.nnz = a.nnz();
+      return true;
+    }
+    Array<u32> keep = flagged(w, present.get(), m, hits);
+    Array<u64> k2(w, hits);
+    Array<u32> l2(w, hits);
+    gather_kernel<u64><<<blocks_for(hits), 256, 0, stream>>>(ukey.get(), keep.get(), hits, k2.get());
+    gather_kernel<u32><<<blocks_for(hits), 256, 0, stream>>>(ulast.get(), keep.get(), hits, l2.get());
+    w.check_launch("GPU edit: present removals");
+    ukey = std::move(k2);
+    ulast = std::move(l2);
+    m = hits;
+    find_units();
   }
-  Array<u64> UR(w, nt), UC(w, nt);
-  Array<u32> ufirst(w, nt + 1);
-  units_kernel<I><<<blocks_for(m), 256, 0, stream>>>(ukey.get(), ulast.get(), urun.get(), m, unit_shift, up.row,
-                                                     up.col, tr, level_shift, UR.get(), UC.get(), ufirst.get());
-  w.check_launch("GPU edit: units kernel");
-  Array<u32> apath(w, (u + 1) * nt);
-  descend_kernel<<<blocks_for(nt), 256, 0, stream>>>(pool, a.root(), b, u, UR.get(), UC.get(), nt, apath.get(),
-                                                     nullptr);
-  w.check_launch("GPU edit: descent");
   const u32* aunit = apath.get() + u * nt;
-  Array<u32> present(w, m + 1);
-  presence_kernel<I><<<blocks_for(m), 256, 0, stream>>>(pool, aunit, urun.get(), ulast.get(), m, up.row, up.col, tr,
-                                                        b, unit_is_leaf, present.get());
-  cuda_check(cudaMemsetAsync(present.get() + m, 0, sizeof(u32), stream), "cudaMemsetAsync");
-  w.check_launch("GPU edit: presence");
-  Array<u32> ppos(w, m + 1);  // present updates before each
-  convert_detail::exclusive_sum(w, present.get(), ppos.get(), m + 1);
-  const u64 hits = read_back(w, ppos.get() + m, "GPU edit: positions present");
 
   // 3. The touched leaves, and which units are rebuilt whole (absent, COOW,
   // or a COOW rule that flips) rather than leaf by leaf.

@@ -54,13 +54,21 @@ __device__ inline void for_each_cell(const InnerLevel& L, u64 g, F&& f) {
   }
 }
 
-// Per group: its children after the edit, its bytes, and how many of them are
-// old children kept where they are.
+// The group's old node where it is dense (those groups go cell by cell; the
+// others, sparse or absent, through the flat kernels below).
+__device__ inline NodeRef dense_old(const InnerLevel& L, u64 g) {
+  const NodeRef old = L.old_node[L.rep[L.first[g]]];
+  return old != null_ref && ref_type(old) == NodeType::dense ? old : null_ref;
+}
+
+// Per group with a dense old node: its children after the edit, its bytes,
+// and how many of them are old children kept where they are.
 template <unsigned Block>
 __global__ void inner_count_kernel(InnerLevel L, u32* count, u64* bytes, unsigned long long* shared) {
   using Reduce = CUB_NS_QUALIFIER::BlockReduce<u32, Block>;
   __shared__ typename Reduce::TempStorage tmp;
   for (u64 g = blockIdx.x; g < L.groups; g += gridDim.x) {
+    if (dense_old(L, g) == null_ref) continue;
     u32 n = 0, kept = 0;
     for_each_cell(L, g, [&](u32, bool valid, u32, NodeRef was, long long item) {
       if (!valid) return;
@@ -79,9 +87,9 @@ __global__ void inner_count_kernel(InnerLevel L, u32* count, u64* bytes, unsigne
   }
 }
 
-// Writes each group's node at base + offset[g] (zeroed memory) and its
-// reference into out[g] (null for an emptied one). item_ref: the items' new
-// references.
+// Writes each group's node (dense old node) at base + offset[g] (zeroed
+// memory) and its reference into out[g] (null for an emptied one). item_ref:
+// the items' new references.
 template <unsigned Block>
 __global__ void inner_write_kernel(InnerLevel L, const u32* item_ref, const u32* count, const u64* offset,
                                    std::byte* arena, u64 base, u32* out) {
@@ -89,6 +97,7 @@ __global__ void inner_write_kernel(InnerLevel L, const u32* item_ref, const u32*
   __shared__ typename Scan::TempStorage tmp;
   __shared__ u32 done;
   for (u64 g = blockIdx.x; g < L.groups; g += gridDim.x) {
+    if (dense_old(L, g) == null_ref) continue;
     const u32 n = count[g];
     if (n == 0) {
       if (threadIdx.x == 0) out[g] = null_ref;
@@ -123,6 +132,164 @@ __global__ void inner_write_kernel(InnerLevel L, const u32* item_ref, const u32*
       out[g] = make_ref(base + offset[g], choice.type);
     }
     __syncthreads();
+  }
+}
+
+// Groups whose old node is sparse or absent: no pass over the d² cells, only
+// over their items and old children. Per item, hl (an exclusive scan over the
+// level's items of (hit << 32 | live)) gives the items before it that replace
+// an old child (hit) and that exist after the edit (live); an old child's or
+// an item's rank in the new node follows from those and one binary search.
+struct FlatLevel {
+  InnerLevel L;
+  const u32* run;    // per item: its group + 1 (the inclusive scan of the group heads)
+  const u64* hl;     // items + 1 entries
+};
+
+__device__ inline u32 item_cell(const InnerLevel& L, u64 k) {
+  const u32 m = (1u << L.b) - 1;
+  return ((static_cast<u32>(L.R[k]) & m) << L.b) | (static_cast<u32>(L.C[k]) & m);
+}
+
+// The group's old node when it is sparse (null when absent or dense).
+__device__ inline NodeRef sparse_old(const InnerLevel& L, u64 g) {
+  const NodeRef old = L.old_node[L.rep[L.first[g]]];
+  return old != null_ref && ref_type(old) != NodeType::dense ? old : null_ref;
+}
+
+__device__ inline bool flat_group(const InnerLevel& L, u64 g) {
+  const NodeRef old = L.old_node[L.rep[L.first[g]]];
+  return old == null_ref || ref_type(old) != NodeType::dense;
+}
+
+// flag[k] = (hit << 32) | live for the items of flat groups (0 elsewhere);
+// flag[items] = 0.
+__global__ void item_flags_kernel(InnerLevel L, const u32* run, u64 items, u64* flag) {
+  for (u64 k = blockIdx.x * u64(blockDim.x) + threadIdx.x; k <= items; k += u64(gridDim.x) * blockDim.x) {
+    u64 f = 0;
+    if (k < items) {
+      const u64 g = run[k] - 1;
+      if (flat_group(L, g)) {
+        const NodeRef old = sparse_old(L, g);
+        const u32 cell = item_cell(L, k);
+        const bool hit = old != null_ref && find_child(L.pool, old, L.b, cell >> L.b, cell & ((1u << L.b) - 1)) != null_ref;
+        f = (u64(hit) << 32) | u64(L.live[k] != 0);
+      }
+    }
+    flag[k] = f;
+  }
+}
+
+__device__ inline u32 hits_between(const u64* hl, u64 lo, u64 hi) { return static_cast<u32>((hl[hi] >> 32) - (hl[lo] >> 32)); }
+__device__ inline u32 lives_between(const u64* hl, u64 lo, u64 hi) {
+  return static_cast<u32>((hl[hi] & 0xFFFFFFFFull) - (hl[lo] & 0xFFFFFFFFull));
+}
+
+// Per flat group: children after the edit, bytes, its old children (for
+// their offsets: n_old[groups] = 0) and the kept ones into *shared.
+__global__ void flat_count_kernel(FlatLevel F, u32* count, u64* bytes, u64* n_old, unsigned long long* shared) {
+  const InnerLevel& L = F.L;
+  for (u64 g = blockIdx.x * u64(blockDim.x) + threadIdx.x; g <= L.groups; g += u64(gridDim.x) * blockDim.x) {
+    if (g == L.groups) { n_old[g] = 0; continue; }
+    if (!flat_group(L, g)) { n_old[g] = 0; continue; }
+    const NodeRef old = sparse_old(L, g);
+    const u32 no = old != null_ref ? convert_detail::node_count_word(L.pool, old) : 0;
+    const u64 lo = L.first[g], hi = L.first[g + 1];
+    const u32 kept = no - hits_between(F.hl, lo, hi), n = kept + lives_between(F.hl, lo, hi);
+    count[g] = n;
+    bytes[g] = n ? choose_node(n, L.b, false, sizeof(NodeRef)).bytes : 0;
+    n_old[g] = no;
+    if (kept) atomicAdd(shared, static_cast<unsigned long long>(kept));
+  }
+}
+
+// Per flat group: the count word and the reference (null when emptied).
+__global__ void flat_heads_kernel(FlatLevel F, const u32* count, const u64* offset, std::byte* arena, u64 base,
+                                  u32* out) {
+  const InnerLevel& L = F.L;
+  for (u64 g = blockIdx.x * u64(blockDim.x) + threadIdx.x; g < L.groups; g += u64(gridDim.x) * blockDim.x) {
+    if (!flat_group(L, g)) continue;
+    const u32 n = count[g];
+    if (n == 0) { out[g] = null_ref; continue; }
+    const NodeChoice choice = choose_node(n, L.b, false, sizeof(NodeRef));
+    if (choice.type != NodeType::dense) *reinterpret_cast<u32*>(arena + base + offset[g]) = n;
+    out[g] = make_ref(base + offset[g], choice.type);
+  }
+}
+
+__device__ inline void put_child(std::byte* node, const NodeChoice& choice, u32 n, u32 b, u32 rank, u32 cell,
+                                 NodeRef ref) {
+  if (choice.type == NodeType::dense) {
+    reinterpret_cast<NodeRef*>(node)[cell] = ref;
+    return;
+  }
+  const CooLayout lay = coo_layout(choice.type, n, sizeof(NodeRef));
+  reinterpret_cast<LocalCoord*>(node + lay.coord_offset)[rank] =
+      LocalCoord{static_cast<std::uint8_t>(cell >> b), static_cast<std::uint8_t>(cell & ((1u << b) - 1))};
+  reinterpret_cast<NodeRef*>(node + lay.value_offset)[rank] = ref;
+}
+
+// The live items of flat groups, each at its rank: the live items before it
+// plus the kept old children before its cell.
+__global__ void flat_items_kernel(FlatLevel F, const u32* item_ref, const u32* count, const u64* offset,
+                                  std::byte* arena, u64 base, u64 items) {
+  const InnerLevel& L = F.L;
+  for (u64 k = blockIdx.x * u64(blockDim.x) + threadIdx.x; k < items; k += u64(gridDim.x) * blockDim.x) {
+    if (!L.live[k]) continue;
+    const u64 g = F.run[k] - 1;
+    if (!flat_group(L, g)) continue;
+    const u32 n = count[g], cell = item_cell(L, k);
+    const u64 lo = L.first[g];
+    const NodeRef old = sparse_old(L, g);
+    u32 before = 0;  // old children at cells before this one
+    if (old != null_ref) {
+      const u32 no = convert_detail::node_count_word(L.pool, old);
+      const auto* co = reinterpret_cast<const LocalCoord*>(L.pool + ref_offset(old) +
+                                                           coo_layout(ref_type(old), no, sizeof(NodeRef)).coord_offset);
+      const u32 want = ((cell >> L.b) << 8) | (cell & ((1u << L.b) - 1));
+      u32 a = 0, z = no;
+      while (a < z) {
+        const u32 mid = (a + z) / 2;
+        if (((u32(co[mid].row) << 8) | co[mid].col) < want) a = mid + 1; else z = mid;
+      }
+      before = a;
+    }
+    const u32 rank = lives_between(F.hl, lo, k) + before - hits_between(F.hl, lo, k);
+    put_child(arena + base + offset[g], choose_node(n, L.b, false, sizeof(NodeRef)), n, L.b, rank, cell, item_ref[k]);
+  }
+}
+
+// The old children of flat groups that no item replaces, each at its rank
+// (flat over all of them: o_off is the exclusive scan of their counts).
+__global__ void flat_old_kernel(FlatLevel F, const u64* o_off, const u32* count, const u64* offset, std::byte* arena,
+                                u64 base) {
+  const InnerLevel& L = F.L;
+  const u64 total = o_off[L.groups];
+  for (u64 j = blockIdx.x * u64(blockDim.x) + threadIdx.x; j < total; j += u64(gridDim.x) * blockDim.x) {
+    u64 a = 0, z = L.groups;  // the group: the last with o_off <= j
+    while (z - a > 1) {
+      const u64 mid = (a + z) / 2;
+      if (o_off[mid] <= j) a = mid; else z = mid;
+    }
+    const u64 g = a;
+    const u32 i = static_cast<u32>(j - o_off[g]);
+    const NodeRef old = sparse_old(L, g);
+    const u32 no = convert_detail::node_count_word(L.pool, old);
+    const CooLayout ol = coo_layout(ref_type(old), no, sizeof(NodeRef));
+    const std::byte* on = L.pool + ref_offset(old);
+    const LocalCoord lc = reinterpret_cast<const LocalCoord*>(on + ol.coord_offset)[i];
+    const u32 cell = (u32(lc.row) << L.b) | lc.col;
+    const u64 lo = L.first[g], hi = L.first[g + 1];
+    u64 p = lo, q = hi;
+    while (p < q) {
+      const u64 mid = p + (q - p) / 2;
+      if (item_cell(L, mid) < cell) p = mid + 1; else q = mid;
+    }
+    if (p < hi && item_cell(L, p) == cell) continue;  // replaced (or removed) by an item
+    const u32 n = count[g];
+    const u32 rank = i - hits_between(F.hl, lo, p) + lives_between(F.hl, lo, p);
+    put_child(arena + base + offset[g], choose_node(n, L.b, false, sizeof(NodeRef)), n, L.b, rank, cell,
+              reinterpret_cast<const NodeRef*>(on + ol.value_offset)[i]);
   }
 }
 

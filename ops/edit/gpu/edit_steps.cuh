@@ -55,7 +55,9 @@ struct Level {
   Array<u64> first, R, C;
   Array<u32> rep, count, ref;
   Array<u64> offset;
-  u64 groups = 0, bytes = 0;
+  Array<u32> run;        // per item: its group + 1
+  Array<u64> hl, o_off;  // the flat groups' item scans and old-child offsets (edit_inner.cuh)
+  u64 groups = 0, bytes = 0, items = 0;
 };
 
 template <class V>
@@ -192,21 +194,37 @@ inline u64 count_present(WorkMemory& w, const u32* ref, u64 n) {
 inline void count_level(WorkMemory& w, Level& L, const std::byte* pool, const u32* old_node, const u64* iR,
                         const u64* iC, const u32* irep, const u32* live, u64 items, u32 b, unsigned long long* shared) {
   const cudaStream_t st = w.stream();
-  Array<u32> gh(w, items + 1), gr(w, items + 1);
+  L.items = items;
+  Array<u32> gh(w, items + 1);
+  L.run = Array<u32>(w, items + 1);
   group_heads_kernel<<<blocks_for(items + 1), 256, 0, st>>>(iR, iC, items, b, gh.get());
-  convert_detail::inclusive_sum(w, gh.get(), gr.get(), items + 1);
-  L.groups = read_back(w, gr.get() + items, "GPU edit: inner nodes");
+  convert_detail::inclusive_sum(w, gh.get(), L.run.get(), items + 1);
+  L.groups = read_back(w, L.run.get() + items, "GPU edit: inner nodes");
   L.first = Array<u64>(w, L.groups + 1);
   L.R = Array<u64>(w, L.groups);
   L.C = Array<u64>(w, L.groups);
   L.rep = Array<u32>(w, L.groups);
-  groups_kernel<<<blocks_for(items + 1), 256, 0, st>>>(iR, iC, irep, gh.get(), gr.get(), items, L.groups, b,
+  groups_kernel<<<blocks_for(items + 1), 256, 0, st>>>(iR, iC, irep, gh.get(), L.run.get(), items, L.groups, b,
                                                        L.first.get(), L.R.get(), L.C.get(), L.rep.get());
   w.check_launch("GPU edit: groups");
+  gh.release();
   L.count = Array<u32>(w, L.groups);
   Array<u64> bytes(w, L.groups + 1);
   cuda_check(cudaMemsetAsync(bytes.get() + L.groups, 0, sizeof(u64), st), "cudaMemsetAsync");
   const InnerLevel il{pool, old_node, irep, L.first.get(), iR, iC, live, L.groups, b};
+  // Groups whose old node is sparse or absent: flat over items and old children.
+  {
+    Array<u64> flag(w, items + 1);
+    item_flags_kernel<<<blocks_for(items + 1), 256, 0, st>>>(il, L.run.get(), items, flag.get());
+    L.hl = Array<u64>(w, items + 1);
+    convert_detail::exclusive_sum(w, flag.get(), L.hl.get(), items + 1);
+  }
+  Array<u64> n_old(w, L.groups + 1);
+  flat_count_kernel<<<blocks_for(L.groups + 1), 256, 0, st>>>(FlatLevel{il, L.run.get(), L.hl.get()}, L.count.get(),
+                                                              bytes.get(), n_old.get(), shared);
+  L.o_off = Array<u64>(w, L.groups + 1);
+  convert_detail::exclusive_sum(w, n_old.get(), L.o_off.get(), L.groups + 1);
+  // Groups whose old node is dense: a thread block each, cell by cell.
   const unsigned grid = static_cast<unsigned>(std::min<u64>(L.groups, 1u << 16));
   inner_count_kernel<inner_block><<<grid, inner_block, 0, st>>>(il, L.count.get(), bytes.get(), shared);
   w.check_launch("GPU edit: inner counts");
@@ -215,15 +233,24 @@ inline void count_level(WorkMemory& w, Level& L, const std::byte* pool, const u3
   L.bytes = read_back(w, L.offset.get() + L.groups, "GPU edit: inner bytes");
 }
 
-// The nodes of a level, written at arena + at; their references into L.ref.
+// The nodes of a level, written at arena + at (zeroed); their references
+// into L.ref.
 inline void write_level(WorkMemory& w, Level& L, const std::byte* pool, const u32* old_node, const u64* iR,
                         const u64* iC, const u32* irep, const u32* live, const u32* item_ref, u32 b, std::byte* arena,
                         u64 at) {
+  const cudaStream_t st = w.stream();
   L.ref = Array<u32>(w, L.groups);
   const InnerLevel il{pool, old_node, irep, L.first.get(), iR, iC, live, L.groups, b};
+  const FlatLevel fl{il, L.run.get(), L.hl.get()};
+  flat_heads_kernel<<<blocks_for(L.groups), 256, 0, st>>>(fl, L.count.get(), L.offset.get(), arena, at, L.ref.get());
+  flat_items_kernel<<<blocks_for(L.items), 256, 0, st>>>(fl, item_ref, L.count.get(), L.offset.get(), arena, at,
+                                                        L.items);
+  // The old children's total stays on the device (o_off[groups]): a fixed
+  // grid strides over them instead of a read-back.
+  flat_old_kernel<<<4096, 256, 0, st>>>(fl, L.o_off.get(), L.count.get(), L.offset.get(), arena, at);
   const unsigned grid = static_cast<unsigned>(std::min<u64>(L.groups, 1u << 16));
-  inner_write_kernel<inner_block><<<grid, inner_block, 0, w.stream()>>>(il, item_ref, L.count.get(), L.offset.get(),
-                                                                        arena, at, L.ref.get());
+  inner_write_kernel<inner_block><<<grid, inner_block, 0, st>>>(il, item_ref, L.count.get(), L.offset.get(), arena, at,
+                                                                L.ref.get());
   w.check_launch("GPU edit: inner nodes");
 }
 

@@ -280,6 +280,55 @@ TEST(EditGpu, InPlaceBulkInserts) {
   ASSERT_TRUE(same_matrix(a.download(), ops::edit(h, u, EditMode::add)));
 }
 
+// Removals that find no entry change nothing: a batch of only such positions
+// gives the parent's version back (no byte appended), and mixed with present
+// ones it writes exactly what the present ones alone write (the leaves whose
+// removals all miss are shared, as on the host).
+TEST(EditGpu, RemovalsThatMissShareEverything) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  const index_t rows = 5000, cols = 4000;
+  for (const std::uint32_t d : {4u, 16u, 128u}) {
+    for (const bool wide : {true, false}) {
+      SCOPED_TRACE("d " + std::to_string(d) + (wide ? " wide" : " standard"));
+      const Model<double> model = start_model<double>(rows, cols, d, rng);
+      const Matrix<double> h = build_matrix(coo_of(model, rows, cols), BuildOptions{d, wide});
+      const DeviceMatrix<double> g = ops::versioned(DeviceMatrix<double>(h), std::uint64_t{16} << 20);
+      Coo<double> hit{rows, cols, {}, {}, {}}, miss{rows, cols, {}, {}, {}}, both{rows, cols, {}, {}, {}};
+      std::vector<std::pair<index_t, index_t>> present;
+      for (const auto& e : model) present.push_back(e.first);
+      std::uniform_int_distribution<index_t> r(0, rows - 1), c(0, cols - 1);
+      for (int i = 0; i < 300; ++i) {
+        const auto& at = present[rng() % present.size()];
+        hit.push(at.first, at.second, 0.0);
+        const index_t mr = r(rng), mc = c(rng);
+        if (!model.count({mr, mc})) miss.push(mr, mc, 0.0);
+      }
+      for (std::size_t i = 0; i < hit.nnz(); ++i) both.push(hit.row[i], hit.col[i], 0.0);
+      for (std::size_t i = 0; i < miss.nnz(); ++i) both.push(miss.row[i], miss.col[i], 0.0);
+      ops::EditStats sm, sh;
+      const std::uint64_t used = g.arena()->size();
+      const DeviceMatrix<double> vm = gpu_edit(g, miss, EditMode::remove, false, &sm);
+      EXPECT_EQ(sm.bytes_written, 0u);
+      EXPECT_EQ(sm.removed, 0u);
+      EXPECT_EQ(vm.root(), g.root());
+      EXPECT_EQ(g.arena()->size(), used);
+      ASSERT_TRUE(same_matrix(vm.download(), h));
+      const DeviceMatrix<double> vh = gpu_edit(g, hit, EditMode::remove, true, &sh);
+      Matrix<double> hb;
+      DeviceMatrix<double> vb;
+      check_step(h, g, both, EditMode::remove, false, hb, vb);
+      if (::testing::Test::HasFatalFailure()) return;
+      ops::EditStats sb;  // check_step's edit again, for its counts
+      (void)gpu_edit(g, both, EditMode::remove, false, &sb);
+      EXPECT_EQ(sb.bytes_written, sh.bytes_written);
+      EXPECT_EQ(sb.nodes_rewritten, sh.nodes_rewritten);
+      EXPECT_TRUE(same_matrix(vb.download(), vh.download()));
+    }
+  }
+}
+
 // A family without room refuses a persistent edit and stays as it was.
 TEST(EditGpu, FullArenaRefusesAndKeepsIt) {
   std::mt19937_64 rng(11);
