@@ -81,7 +81,13 @@ bool extract_rows(WorkMemory& w, const DeviceMatrix<V>& a, const Frontier& f, I*
                 std::to_string(n));
   w.phase("rows counted");
   args.row_start = start.get();
-  extract_rows_kernel<V, I, Out, true><<<grid, extract_row_threads, 0, st>>>(args);
+  // CSR: the dynamic shared memory where block rows are assembled.
+  const std::size_t stage = row_out ? 0 : std::size_t{extract_stage_bytes} * warps;
+  if (stage > 0)
+    cuda_check(cudaFuncSetAttribute(extract_rows_kernel<V, I, Out, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(stage)),
+               "cudaFuncSetAttribute(row fill)");
+  extract_rows_kernel<V, I, Out, true><<<grid, extract_row_threads, stage, st>>>(args);
   w.check_launch("row fill kernel");
   if (row_ptr) {
     row_ptr_from_starts_kernel<I><<<blocks_for(rows + 1), 256, 0, st>>>(start.get(), rows, row_ptr);

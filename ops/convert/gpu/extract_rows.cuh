@@ -20,6 +20,18 @@ namespace hisparse::ops::convert_detail {
 
 inline constexpr unsigned extract_row_threads = 256;
 
+// CSR fill: a block row whose entries fit this many bytes per warp is
+// assembled in shared memory and written out coalesced. Written straight,
+// its rows' short runs (a 2D Laplacian's row meets a leaf with 1 to 3
+// entries) leave partial sectors open in L2 across the whole grid, more than
+// L2 holds (perf-log C6).
+inline constexpr unsigned extract_stage_bytes = 8192;
+
+template <class I, class Out>
+constexpr u32 extract_stage_entries() {
+  return extract_stage_bytes / (sizeof(I) + sizeof(Out)) / 32 * 32;
+}
+
 template <class V, class I, class Out>
 struct RowArgs {
   Frontier f;  // the leaves, in tree order
@@ -45,14 +57,25 @@ __global__ void __launch_bounds__(extract_row_threads) extract_rows_kernel(RowAr
   const u32 warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const unsigned full = 0xFFFFFFFFu, lower = (1u << lane) - 1u;
   u32* slot = slot_all[warp];  // count pass: the row's entries so far; fill pass: its next place
+  constexpr u32 cap = extract_stage_entries<I, Out>();
+  extern __shared__ __align__(16) unsigned char stage_all[];  // fill pass, CSR: cap entries per warp
+  I* stage_col = reinterpret_cast<I*>(stage_all + warp * extract_stage_bytes);
+  Out* stage_val = reinterpret_cast<Out*>(stage_all + warp * extract_stage_bytes + cap * sizeof(I));
   const u32 b = a.b, d = 1u << b, cells = 1u << (2 * b);
   for (u64 q = u64(blockIdx.x) * warps + warp; q < a.blocks; q += u64(gridDim.x) * warps) {
     const u64 r0 = q << b;
     const u32 nr = static_cast<u32>(a.rows - r0 < d ? a.rows - r0 : d);
     for (u32 r = lane; r < d; r += 32) slot[r] = Fill && r < nr ? a.row_start[r0 + r] : 0;
+    u32 place0 = 0, total = 0;
+    if constexpr (Fill) {
+      place0 = a.row_start[r0];
+      total = a.row_start[r0 + nr] - place0;
+    }
+    const bool staged = Fill && !a.row_out && total <= cap;
     __syncwarp();
     // One present entry per lane at most: local (row, column) of the content, its value.
-    auto take = [&](bool present, u32 lrow, u32 lcol, const V* v, u64 other_block) {
+    // v: the entry's value (already loaded); at: its place in the pool's values.
+    auto take = [&](bool present, u32 lrow, u32 lcol, V v, u64 at, u64 other_block) {
       const u32 r = a.transposed ? lcol : lrow, c = a.transposed ? lrow : lcol;
       if (!Fill) {
         if (present) atomicAdd(slot + r, 1u);
@@ -64,12 +87,20 @@ __global__ void __launch_bounds__(extract_row_threads) extract_rows_kernel(RowAr
       if (present && (group & lower) == 0) slot[r] += __popc(group);
       __syncwarp();
       if (!present) return;
-      if (a.row_out) a.row_out[place] = static_cast<I>(r0 + r);
-      a.col_out[place] = static_cast<I>((other_block << b) | c);
+      Out value;
       if constexpr (std::is_same_v<Out, V>)
-        a.val_out[place] = a.unscaled ? *v : a.scale * *v;
+        value = a.unscaled ? v : a.scale * v;
       else
-        a.val_out[place] = static_cast<Out>(v - reinterpret_cast<const V*>(a.pool));
+        value = static_cast<Out>(at);
+      const I col = static_cast<I>((other_block << b) | c);
+      if (staged) {
+        stage_col[place - place0] = col;
+        stage_val[place - place0] = value;
+        return;
+      }
+      if (a.row_out) a.row_out[place] = static_cast<I>(r0 + r);
+      a.col_out[place] = col;
+      a.val_out[place] = value;
     };
     for (u32 i = a.first[q]; i < a.first[q + 1]; ++i) {
       const u32 k = a.leaf[i];
@@ -80,27 +111,48 @@ __global__ void __launch_bounds__(extract_row_threads) extract_rows_kernel(RowAr
       if (t == NodeType::dense) {
         const auto* mask = reinterpret_cast<const std::uint8_t*>(node);
         const auto* vals = reinterpret_cast<const V*>(node + dense_mask_bytes(b));
+        const u64 at0 = static_cast<u64>(vals - reinterpret_cast<const V*>(a.pool));
         for (u32 base = 0; base < cells; base += 32) {
           const u32 cell = base + lane;
           const bool present = cell < cells && ((mask[cell >> 3] >> (cell & 7u)) & 1u);
-          take(present, cell >> b, cell & (d - 1), vals + (present ? cell : 0), other);
+          take(present, cell >> b, cell & (d - 1), present && Fill ? vals[cell] : V{}, at0 + cell, other);
         }
       } else {
         const u32 n = node_count_word(a.pool, ref);
         const CooLayout l = coo_layout(t, n, sizeof(V));
         const auto* coords = reinterpret_cast<const LocalCoord*>(node + l.coord_offset);
         const auto* vals = reinterpret_cast<const V*>(node + l.value_offset);
-        for (u32 base = 0; base < n; base += 32) {
-          const u32 e = base + lane;
-          const bool present = e < n;
-          const LocalCoord lc = present ? coords[e] : LocalCoord{0, 0};
-          take(present, lc.row, lc.col, vals + (present ? e : 0), other);
+        const u64 at0 = static_cast<u64>(vals - reinterpret_cast<const V*>(a.pool));
+        // Four chunks of 32 entries loaded before any is placed: a warp keeps
+        // four loads in flight instead of one (the placing of a chunk waits
+        // on the warp's shared row counters, not on memory).
+        constexpr u32 ahead = 4;
+        for (u32 base = 0; base < n; base += 32 * ahead) {
+          LocalCoord lc[ahead];
+          V v[ahead];
+#pragma unroll
+          for (u32 j = 0; j < ahead; ++j) {
+            const u32 e = base + 32 * j + lane;
+            lc[j] = e < n ? coords[e] : LocalCoord{0, 0};
+            v[j] = e < n && Fill ? vals[e] : V{};
+          }
+#pragma unroll
+          for (u32 j = 0; j < ahead; ++j) {
+            if (base + 32 * j >= n) break;  // warp-uniform
+            const u32 e = base + 32 * j + lane;
+            take(e < n, lc[j].row, lc[j].col, v[j], at0 + e, other);
+          }
         }
       }
     }
     __syncwarp();
     if (!Fill)
       for (u32 r = lane; r < nr; r += 32) a.row_count[r0 + r] = slot[r];
+    if (staged)
+      for (u32 i = lane; i < total; i += 32) {
+        a.col_out[place0 + i] = stage_col[i];
+        a.val_out[place0 + i] = stage_val[i];
+      }
     __syncwarp();  // slot is reused by the next block row
   }
 }
