@@ -1,6 +1,6 @@
 #pragma once
 // The CSR path's fast case (build_csr_blocks.cuh runs it first): a warp per
-// block row whose entries fall in at most 256 leaf columns (a banded matrix's
+// block row whose entries fall in at most 512 leaf columns (a banded matrix's
 // block row touches three), with no sort and no block barrier.
 //
 // In a CSR with sorted rows, a leaf's entries appear in CSR order exactly in
@@ -11,7 +11,7 @@
 // gives each lane its rank. Pass 1 counts (leaves, their tree keys and entry
 // counts; the leaf columns present and the smallest one kept per block row),
 // pass 2 writes every entry at its rank. The block kernels skip the block rows
-// taken here (`taken`) and keep the rest: a block row over 256 leaf columns
+// taken here (`taken`) and keep the rest: a block row over 512 leaf columns
 // (a 2D Laplacian 4096² spans 66, a 27-point stencil 150³ ~350).
 // A first pass (the scout) checks every block row it can take (rows sorted,
 // indices in range) and counts its leaves, so that the leaf arrays are
@@ -21,7 +21,7 @@
 namespace hisparse::ops::convert_detail {
 
 inline constexpr int csr_warp_threads = 256;
-inline constexpr u32 csr_warp_span = 256;  // leaf columns a warp's block row may span
+inline constexpr u32 csr_warp_span = 512;  // leaf columns a warp's block row may span
 inline constexpr u32 csr_span_words = csr_warp_span / 64;
 
 // Both CSR kernels' arguments.

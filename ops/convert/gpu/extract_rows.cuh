@@ -66,15 +66,16 @@ __global__ void __launch_bounds__(extract_row_threads) extract_rows_kernel(RowAr
     const u64 r0 = q << b;
     const u32 nr = static_cast<u32>(a.rows - r0 < d ? a.rows - r0 : d);
     for (u32 r = lane; r < d; r += 32) slot[r] = Fill && r < nr ? a.row_start[r0 + r] : 0;
-    u32 place0 = 0, total = 0;
-    if constexpr (Fill) {
-      place0 = a.row_start[r0];
-      total = a.row_start[r0 + nr] - place0;
-    }
-    const bool staged = Fill && !a.row_out && total <= cap;
+    // CSR fill, plain state: a block row too long to assemble whole goes by
+    // windows of rows that fit (a leaf stores its entries row-major, so a
+    // window's entries are one range of each leaf); a single row longer than
+    // the stage is written straight. Otherwise one window, the block row.
+    const bool windowed = Fill && !a.row_out && !a.transposed && a.row_start[r0 + nr] - a.row_start[r0] > cap;
+    u32 w0 = 0, w1 = nr, place0 = 0;
+    bool staged = false;
     __syncwarp();
-    // One present entry per lane at most: local (row, column) of the content, its value.
-    // v: the entry's value (already loaded); at: its place in the pool's values.
+    // One present entry per lane at most: local (row, column) of the content,
+    // its value (already loaded) and its place among the pool's values.
     auto take = [&](bool present, u32 lrow, u32 lcol, V v, u64 at, u64 other_block) {
       const u32 r = a.transposed ? lcol : lrow, c = a.transposed ? lrow : lcol;
       if (!Fill) {
@@ -102,57 +103,90 @@ __global__ void __launch_bounds__(extract_row_threads) extract_rows_kernel(RowAr
       a.col_out[place] = col;
       a.val_out[place] = value;
     };
-    for (u32 i = a.first[q]; i < a.first[q + 1]; ++i) {
-      const u32 k = a.leaf[i];
-      const NodeRef ref = a.f.ref[k];
-      const NodeType t = ref_type(ref);
-      const std::byte* node = a.pool + ref_offset(ref);
-      const u64 other = a.transposed ? a.f.R[k] : a.f.C[k];
-      if (t == NodeType::dense) {
-        const auto* mask = reinterpret_cast<const std::uint8_t*>(node);
-        const auto* vals = reinterpret_cast<const V*>(node + dense_mask_bytes(b));
-        const u64 at0 = static_cast<u64>(vals - reinterpret_cast<const V*>(a.pool));
-        for (u32 base = 0; base < cells; base += 32) {
-          const u32 cell = base + lane;
-          const bool present = cell < cells && ((mask[cell >> 3] >> (cell & 7u)) & 1u);
-          take(present, cell >> b, cell & (d - 1), present && Fill ? vals[cell] : V{}, at0 + cell, other);
+    do {
+      if (windowed) {  // the most rows from w0 whose entries fit the stage (at least one)
+        const u32 base_place = a.row_start[r0 + w0];
+        u32 lo = w0 + 1, hi = nr;
+        while (lo < hi) {
+          const u32 mid = (lo + hi + 1) / 2;
+          if (a.row_start[r0 + mid] - base_place <= cap) lo = mid; else hi = mid - 1;
         }
-      } else {
-        const u32 n = node_count_word(a.pool, ref);
-        const CooLayout l = coo_layout(t, n, sizeof(V));
-        const auto* coords = reinterpret_cast<const LocalCoord*>(node + l.coord_offset);
-        const auto* vals = reinterpret_cast<const V*>(node + l.value_offset);
-        const u64 at0 = static_cast<u64>(vals - reinterpret_cast<const V*>(a.pool));
-        // Four chunks of 32 entries loaded before any is placed: a warp keeps
-        // four loads in flight instead of one (the placing of a chunk waits
-        // on the warp's shared row counters, not on memory).
-        constexpr u32 ahead = 4;
-        for (u32 base = 0; base < n; base += 32 * ahead) {
-          LocalCoord lc[ahead];
-          V v[ahead];
-#pragma unroll
-          for (u32 j = 0; j < ahead; ++j) {
-            const u32 e = base + 32 * j + lane;
-            lc[j] = e < n ? coords[e] : LocalCoord{0, 0};
-            v[j] = e < n && Fill ? vals[e] : V{};
+        w1 = lo;
+      }
+      u32 total = 0;
+      if constexpr (Fill) {
+        place0 = a.row_start[r0 + w0];
+        total = a.row_start[r0 + w1] - place0;
+      }
+      staged = Fill && !a.row_out && total <= cap;
+      for (u32 i = a.first[q]; i < a.first[q + 1]; ++i) {
+        const u32 k = a.leaf[i];
+        const NodeRef ref = a.f.ref[k];
+        const NodeType t = ref_type(ref);
+        const std::byte* node = a.pool + ref_offset(ref);
+        const u64 other = a.transposed ? a.f.R[k] : a.f.C[k];
+        if (t == NodeType::dense) {
+          const auto* mask = reinterpret_cast<const std::uint8_t*>(node);
+          const auto* vals = reinterpret_cast<const V*>(node + dense_mask_bytes(b));
+          const u64 at0 = static_cast<u64>(vals - reinterpret_cast<const V*>(a.pool));
+          const u32 c_end = windowed ? w1 << b : cells;
+          for (u32 base = windowed ? w0 << b : 0; base < c_end; base += 32) {
+            const u32 cell = base + lane;
+            const bool present = cell < c_end && ((mask[cell >> 3] >> (cell & 7u)) & 1u);
+            take(present, cell >> b, cell & (d - 1), present && Fill ? vals[cell] : V{}, at0 + cell, other);
           }
+        } else {
+          const u32 n = node_count_word(a.pool, ref);
+          const CooLayout l = coo_layout(t, n, sizeof(V));
+          const auto* coords = reinterpret_cast<const LocalCoord*>(node + l.coord_offset);
+          const auto* vals = reinterpret_cast<const V*>(node + l.value_offset);
+          const u64 at0 = static_cast<u64>(vals - reinterpret_cast<const V*>(a.pool));
+          u32 e_begin = 0, e_end = n;
+          if (windowed) {  // the leaf's entries of rows [w0, w1): row-major, one range
+            auto first_row_at_least = [&](u32 row) {
+              u32 lo = 0, hi = n;
+              while (lo < hi) {
+                const u32 mid = (lo + hi) / 2;
+                if (coords[mid].row < row) lo = mid + 1; else hi = mid;
+              }
+              return lo;
+            };
+            e_begin = first_row_at_least(w0);
+            e_end = w1 < d ? first_row_at_least(w1) : n;
+          }
+          // Four chunks of 32 entries loaded before any is placed: a warp keeps
+          // four loads in flight instead of one (the placing of a chunk waits
+          // on the warp's shared row counters, not on memory).
+          constexpr u32 ahead = 4;
+          for (u32 base = e_begin; base < e_end; base += 32 * ahead) {
+            LocalCoord lc[ahead];
+            V v[ahead];
 #pragma unroll
-          for (u32 j = 0; j < ahead; ++j) {
-            if (base + 32 * j >= n) break;  // warp-uniform
-            const u32 e = base + 32 * j + lane;
-            take(e < n, lc[j].row, lc[j].col, v[j], at0 + e, other);
+            for (u32 j = 0; j < ahead; ++j) {
+              const u32 e = base + 32 * j + lane;
+              lc[j] = e < e_end ? coords[e] : LocalCoord{0, 0};
+              v[j] = e < e_end && Fill ? vals[e] : V{};
+            }
+#pragma unroll
+            for (u32 j = 0; j < ahead; ++j) {
+              if (base + 32 * j >= e_end) break;  // warp-uniform
+              const u32 e = base + 32 * j + lane;
+              take(e < e_end, lc[j].row, lc[j].col, v[j], at0 + e, other);
+            }
           }
         }
       }
-    }
-    __syncwarp();
+      __syncwarp();
+      if (staged)
+        for (u32 i = lane; i < total; i += 32) {
+          a.col_out[place0 + i] = stage_col[i];
+          a.val_out[place0 + i] = stage_val[i];
+        }
+      __syncwarp();  // the stage is reused by the next window
+      w0 = w1;
+    } while (w0 < nr);
     if (!Fill)
       for (u32 r = lane; r < nr; r += 32) a.row_count[r0 + r] = slot[r];
-    if (staged)
-      for (u32 i = lane; i < total; i += 32) {
-        a.col_out[place0 + i] = stage_col[i];
-        a.val_out[place0 + i] = stage_val[i];
-      }
     __syncwarp();  // slot is reused by the next block row
   }
 }

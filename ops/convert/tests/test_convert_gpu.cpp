@@ -178,6 +178,40 @@ TEST(ConvertGpu, DenseBlocks) {
   EXPECT_TRUE(dense_seen) << "no case had a dense leaf";
 }
 
+// Block rows longer than the extraction's stage (8 KB a warp): sparse leaves
+// of a wide band, extracted by windows of rows; a row longer than the stage
+// by itself (written straight); block rows spanning a few hundred leaf
+// columns (the CSR build's warp path, up to 512).
+TEST(ConvertGpu, LongBlockRows) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  Stream stream;
+  auto band = [&](index_t n, index_t per_row, index_t half_width) {
+    Coo<double> c;
+    c.rows = c.cols = n;
+    std::uniform_int_distribution<index_t> off(-half_width, half_width);
+    for (index_t r = 0; r < n; ++r)
+      for (index_t k = 0; k < per_row; ++k) {
+        const index_t j = std::clamp<index_t>(r + off(rng), 0, n - 1);
+        c.push(r, j, static_cast<double>(rng() % 1000) / 8.0 - 60.0);
+      }
+    return c;
+  };
+  Coo<double> wide = band(6000, 40, 2500);
+  for (index_t j = 0; j < 6000; j += 2) wide.push(3001, j, 1.5);  // one row of 3000 entries
+  check_input("band of 40 per row, one long row, d 128", wide, {default_node_size, false}, rng, stream.get());
+  check_input("band, d 16", band(3000, 30, 1500), {16, false}, rng, stream.get());
+  const Coo<double> spread = band(20000, 6, 20000);  // ~300 leaf columns a block row at d 64
+  check_input("block rows over ~300 leaf columns, d 64", spread, {64, false}, rng, stream.get());
+  Coo<float> f;
+  const Coo<double> b32 = band(5000, 50, 2000);
+  f.rows = b32.rows;
+  f.cols = b32.cols;
+  for (std::size_t k = 0; k < b32.nnz(); ++k) f.push(b32.row[k], b32.col[k], static_cast<float>(b32.val[k]));
+  check_input("band f32, d 128", f, {default_node_size, false}, rng, stream.get());
+}
+
 // Scattered entries in large sparse matrices: the builder's rule makes COOW (wide) nodes.
 TEST(ConvertGpu, WideNodes) {
   const auto seed = fresh_seed();
