@@ -73,6 +73,13 @@ void extract_into(const DeviceMatrix<V>& a, I* row, I* row_ptr, I* col, Out* val
 
 }  // namespace convert_detail
 
+void release_work_memory() {
+  int device = 0;
+  cuda_check(cudaGetDevice(&device), "cudaGetDevice");
+  if (cudaMemPool_t pool = convert_detail::work_pool(device))
+    cuda_check(cudaMemPoolTrimTo(pool, 0), "cudaMemPoolTrimTo(work memory)");
+}
+
 template <class V, class I>
 DeviceMatrix<V> build_device_matrix(const DeviceCsrView<V, I>& csr, const BuildOptions& options, cudaStream_t stream,
                                     ConvertStats* stats) {

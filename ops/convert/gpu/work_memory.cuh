@@ -11,39 +11,67 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "hisparse/formats/device_matrix.hpp"
 
 namespace hisparse::ops::convert_detail {
 
+// What a device's work pool keeps mapped between calls: a small call's
+// arrays then need no new mapping, which costs more than its kernels.
+inline constexpr std::uint64_t work_pool_keep = std::uint64_t{256} << 20;
+
+// The work memory pool of a device, one for the process, made at its first
+// use (null where the device has no memory pools). It never gives memory back
+// by itself during a call (release threshold: all); WorkMemory trims it when a
+// call ends, release_work_memory to nothing.
+inline cudaMemPool_t work_pool(int device) {
+  static std::mutex mutex;
+  static std::vector<cudaMemPool_t> pools;
+  static std::vector<bool> made;
+  std::lock_guard lock(mutex);
+  if (static_cast<std::size_t>(device) >= pools.size()) {
+    pools.resize(device + 1, nullptr);
+    made.resize(device + 1, false);
+  }
+  if (!made[device]) {
+    int supported = 0;
+    cuda_check(cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, device), "cudaDeviceGetAttribute");
+    if (supported) {
+      cudaMemPoolProps props{};
+      props.allocType = cudaMemAllocationTypePinned;
+      props.location.type = cudaMemLocationTypeDevice;
+      props.location.id = device;
+      cuda_check(cudaMemPoolCreate(&pools[device], &props), "cudaMemPoolCreate");
+      std::uint64_t keep = ~std::uint64_t{0};
+      cudaMemPoolSetAttribute(pools[device], cudaMemPoolAttrReleaseThreshold, &keep);
+    }
+    made[device] = true;
+  }
+  return pools[device];
+}
+
 class WorkMemory {
  public:
   // HISPARSE_CONVERT_LOG set: every phase() synchronises and prints the time
   // since the previous one (a profile without a profiler; off by default).
-  // Work arrays come from a memory pool of this call's own, stream-ordered:
-  // a conversion makes 30-70 allocations, and cudaFree synchronises the
-  // device at each. The pool keeps what is freed for the next allocation
-  // and gives everything back when the call ends.
+  // Work arrays come from the device's work pool (work_pool), stream-ordered:
+  // a conversion or an edit makes 30-70 allocations, and cudaFree
+  // synchronises the device at each. When the call ends, what the pool holds
+  // beyond work_pool_keep goes back to the device.
   explicit WorkMemory(cudaStream_t stream)
       : stream_(stream), log_(std::getenv("HISPARSE_CONVERT_LOG") != nullptr), last_(std::chrono::steady_clock::now()) {
-    int device = 0, pools = 0;
+    int device = 0;
     cuda_check(cudaGetDevice(&device), "cudaGetDevice");
-    cuda_check(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device), "cudaDeviceGetAttribute");
-    if (!pools) return;  // every array from cudaMalloc then
-    cudaMemPoolProps props{};
-    props.allocType = cudaMemAllocationTypePinned;
-    props.location.type = cudaMemLocationTypeDevice;
-    props.location.id = device;
-    cuda_check(cudaMemPoolCreate(&pool_, &props), "cudaMemPoolCreate");
-    std::uint64_t keep = ~std::uint64_t{0};
-    cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep);
+    pool_ = work_pool(device);  // null without memory pools: every array from cudaMalloc then
   }
   ~WorkMemory() {
-    // Every array is freed (stream-ordered) by now; the pool's memory goes
-    // back to the device once those frees have run.
+    // Every array is freed (stream-ordered) by now; once those frees have
+    // run, the pool keeps at most work_pool_keep bytes mapped.
     cudaStreamSynchronize(stream_);
-    if (pool_) cudaMemPoolDestroy(pool_);
+    if (pool_) cudaMemPoolTrimTo(pool_, work_pool_keep);
   }
   WorkMemory(const WorkMemory&) = delete;
   WorkMemory& operator=(const WorkMemory&) = delete;
@@ -58,8 +86,9 @@ class WorkMemory {
   }
   [[nodiscard]] cudaStream_t stream() const { return stream_; }
   // The most bytes of work arrays held at once. Freed blocks under
-  // pooled_limit stay reserved by the call's pool until it returns (for the
-  // next allocation), which the device sees besides this (docs/ops.md).
+  // pooled_limit stay reserved by the pool until the call returns (for the
+  // next allocation), which the device sees besides this, and up to
+  // work_pool_keep after it (docs/ops.md).
   [[nodiscard]] std::uint64_t peak() const { return peak_; }
   void add(std::uint64_t bytes) {
     current_ += bytes;

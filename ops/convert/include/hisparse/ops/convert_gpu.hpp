@@ -24,7 +24,8 @@
 // hisparse::Error / LimitError naming what and where, before any result
 // exists; nothing the call allocated is left behind and the device stays
 // usable. Work memory: the peak is reported in ConvertStats and bounded by
-// convert_work_bound.
+// convert_work_bound; up to 256 MiB of it stays mapped between calls
+// (release_work_memory).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -137,5 +138,12 @@ DeviceCsr<V, I> to_device_csr(const DeviceMatrix<V>& a, cudaStream_t stream = nu
 
 template <class V, class I>
 DeviceCoo<V, I> to_device_coo(const DeviceMatrix<V>& a, cudaStream_t stream = nullptr, ConvertStats* stats = nullptr);
+
+// GPU conversions and edits take their work arrays from a memory pool of the
+// process (one per device) that keeps up to 256 MiB mapped between calls, so
+// that the next call needs no new mappings. This gives what it keeps on the
+// current device back now, for a caller that needs the memory elsewhere (or
+// measures free memory); arrays of a call in flight are not touched.
+void release_work_memory();
 
 }  // namespace hisparse::ops
