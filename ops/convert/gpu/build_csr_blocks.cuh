@@ -193,7 +193,11 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   const u64 n = in.nnz;
   const u32 b = shape.log2_node_size, L = shape.depth;
   const u64 segments = (in.rows + (u64{1} << b) - 1) >> b;
-  if (n == 0 || segments > 4 * n + 4096) return std::nullopt;  // mostly empty block rows: not worth a block each
+  // Mostly empty block rows are not worth a warp or a block each, and their
+  // per-block-row arrays (77 bytes each: the warp path's 512-column presence
+  // masks) must stay inside convert_work_bound: at most one block row per
+  // entry (plus slack) takes this path.
+  if (n == 0 || segments > n + 4096) return std::nullopt;
   Skeleton k;
   k.b = b;
   k.L = L;

@@ -8,10 +8,18 @@ namespace hisparse::ops {
 namespace convert_detail {
 
 // Refuses a conversion whose work memory cannot fit before anything exists.
+// The work pool's kept memory (up to 256 MiB from earlier calls) is given
+// back first: it is the process's own, and cudaMemGetInfo does not count it.
 inline void check_work_fits(std::uint64_t input_entries, std::uint32_t depth, std::uint64_t value_bytes) {
   const std::uint64_t need = convert_work_bound(input_entries, depth, value_bytes);
+  int device = 0;
+  cuda_check(cudaGetDevice(&device), "cudaGetDevice");
   std::size_t free = 0, total = 0;
   cuda_check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  if (need + work_pool_keep > free) {
+    if (cudaMemPool_t pool = work_pool(device)) cuda_check(cudaMemPoolTrimTo(pool, 0), "cudaMemPoolTrimTo(work memory)");
+    cuda_check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  }
   if (need > free)
     throw LimitError("GPU conversion of " + std::to_string(input_entries) + " entries needs up to " +
                      std::to_string(need >> 20) + " MiB of work memory; the device has " + std::to_string(free >> 20) +
@@ -76,8 +84,7 @@ void extract_into(const DeviceMatrix<V>& a, I* row, I* row_ptr, I* col, Out* val
 void release_work_memory() {
   int device = 0;
   cuda_check(cudaGetDevice(&device), "cudaGetDevice");
-  if (cudaMemPool_t pool = convert_detail::work_pool(device))
-    cuda_check(cudaMemPoolTrimTo(pool, 0), "cudaMemPoolTrimTo(work memory)");
+  convert_detail::work_pool(device, true);
 }
 
 template <class V, class I>

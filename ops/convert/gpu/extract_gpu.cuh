@@ -68,8 +68,8 @@ bool extract_rows(WorkMemory& w, const DeviceMatrix<V>& a, const Frontier& f, I*
   w.phase("leaves by block row");
   Array<u32> count(w, rows + 1), start(w, rows + 1);
   cuda_check(cudaMemsetAsync(count.get() + rows, 0, sizeof(u32), st), "cudaMemsetAsync");
-  RowArgs<V, I, Out> args{f, a.pool(), b, a.transposed(), a.scale(), a.scale() == V(1), rows, blocks, leaf.get(),
-                          first.get(), count.get(), nullptr, row_out, col_out, val_out};
+  RowArgs<V, I, Out> args{f,      a.pool(), b, a.transposed(), a.scale(), a.scale() == V(1), false, rows, blocks,
+                          leaf.get(), first.get(), count.get(), nullptr, row_out, col_out, val_out};
   constexpr u64 warps = extract_row_threads / 32;
   const auto grid = static_cast<unsigned>(std::min<u64>((blocks + warps - 1) / warps, 1u << 20));
   extract_rows_kernel<V, I, Out, false><<<grid, extract_row_threads, 0, st>>>(args);
@@ -81,12 +81,23 @@ bool extract_rows(WorkMemory& w, const DeviceMatrix<V>& a, const Frontier& f, I*
                 std::to_string(n));
   w.phase("rows counted");
   args.row_start = start.get();
-  // CSR: the dynamic shared memory where block rows are assembled.
-  const std::size_t stage = row_out ? 0 : std::size_t{extract_stage_bytes} * warps;
+  // CSR: the dynamic shared memory where block rows are assembled, where the
+  // device grants it beside the kernel's own (else every entry goes straight).
+  std::size_t stage = row_out ? 0 : std::size_t{extract_stage_bytes} * warps;
+  if (stage > 0) {
+    int device = 0, optin = 0;
+    cuda_check(cudaGetDevice(&device), "cudaGetDevice");
+    cuda_check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+               "cudaDeviceGetAttribute(shared memory)");
+    cudaFuncAttributes attr{};
+    cuda_check(cudaFuncGetAttributes(&attr, extract_rows_kernel<V, I, Out, true>), "cudaFuncGetAttributes(row fill)");
+    if (attr.sharedSizeBytes + stage > static_cast<std::size_t>(optin)) stage = 0;
+  }
   if (stage > 0)
     cuda_check(cudaFuncSetAttribute(extract_rows_kernel<V, I, Out, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(stage)),
                "cudaFuncSetAttribute(row fill)");
+  args.stage_ok = stage > 0;
   extract_rows_kernel<V, I, Out, true><<<grid, extract_row_threads, stage, st>>>(args);
   w.check_launch("row fill kernel");
   if (row_ptr) {

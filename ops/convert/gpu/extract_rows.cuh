@@ -40,6 +40,7 @@ struct RowArgs {
   bool transposed;
   V scale;
   bool unscaled;
+  bool stage_ok;         // fill pass, CSR: the dynamic shared memory of the stage was granted
   u64 rows, blocks;      // logical rows, and block rows of d of them
   const u32* leaf;       // frontier indices, grouped by logical block row (stable)
   const u32* first;      // blocks + 1: each block row's first place in `leaf`
@@ -70,7 +71,8 @@ __global__ void __launch_bounds__(extract_row_threads) extract_rows_kernel(RowAr
     // windows of rows that fit (a leaf stores its entries row-major, so a
     // window's entries are one range of each leaf); a single row longer than
     // the stage is written straight. Otherwise one window, the block row.
-    const bool windowed = Fill && !a.row_out && !a.transposed && a.row_start[r0 + nr] - a.row_start[r0] > cap;
+    const bool windowed =
+        Fill && a.stage_ok && !a.row_out && !a.transposed && a.row_start[r0 + nr] - a.row_start[r0] > cap;
     u32 w0 = 0, w1 = nr, place0 = 0;
     bool staged = false;
     __syncwarp();
@@ -118,7 +120,7 @@ __global__ void __launch_bounds__(extract_row_threads) extract_rows_kernel(RowAr
         place0 = a.row_start[r0 + w0];
         total = a.row_start[r0 + w1] - place0;
       }
-      staged = Fill && !a.row_out && total <= cap;
+      staged = Fill && a.stage_ok && !a.row_out && total <= cap;
       for (u32 i = a.first[q]; i < a.first[q + 1]; ++i) {
         const u32 k = a.leaf[i];
         const NodeRef ref = a.f.ref[k];

@@ -26,8 +26,10 @@ inline constexpr std::uint64_t work_pool_keep = std::uint64_t{256} << 20;
 // The work memory pool of a device, one for the process, made at its first
 // use (null where the device has no memory pools). It never gives memory back
 // by itself during a call (release threshold: all); WorkMemory trims it when a
-// call ends, release_work_memory to nothing.
-inline cudaMemPool_t work_pool(int device) {
+// call ends. release: the pool is destroyed (its memory goes back to the
+// device once nothing of it is in use) and the next use makes a new one
+// (ops::release_work_memory: before cudaDeviceReset, with no call in flight).
+inline cudaMemPool_t work_pool(int device, bool release = false) {
   static std::mutex mutex;
   static std::vector<cudaMemPool_t> pools;
   static std::vector<bool> made;
@@ -35,6 +37,12 @@ inline cudaMemPool_t work_pool(int device) {
   if (static_cast<std::size_t>(device) >= pools.size()) {
     pools.resize(device + 1, nullptr);
     made.resize(device + 1, false);
+  }
+  if (release) {
+    if (pools[device]) cudaMemPoolDestroy(pools[device]);
+    pools[device] = nullptr;
+    made[device] = false;
+    return nullptr;
   }
   if (!made[device]) {
     int supported = 0;

@@ -406,7 +406,11 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
       wunit, nt, static_cast<u32>(base - sizeof(PoolHeader)), unit_is_leaf, b, arena, unit_ref.get());
   w.check_launch("GPU edit: placing the units");
   const LeafMerge<V> merge_args{pool, arena, 0, lref_old.get(), lj0.get(), lj1.get(), lcount.get(), loff.get(),
-                                ukey.get(), ulast.get(), ustart.get(), idx_s.get(), present.get(), up.val, mode, b,
+                                ukey.get(), ulast.get(),
+                                // a remove reads no value (and after its misses are dropped these
+                                // describe the uncompacted positions)
+                                mode == EditMode::remove ? nullptr : ustart.get(),
+                                mode == EditMode::remove ? nullptr : idx_s.get(), present.get(), up.val, mode, b,
                                 nullptr};
   if (m2 > 0) {
     LeafMerge<V> cm = merge_args;

@@ -141,9 +141,12 @@ DeviceCoo<V, I> to_device_coo(const DeviceMatrix<V>& a, cudaStream_t stream = nu
 
 // GPU conversions and edits take their work arrays from a memory pool of the
 // process (one per device) that keeps up to 256 MiB mapped between calls, so
-// that the next call needs no new mappings. This gives what it keeps on the
-// current device back now, for a caller that needs the memory elsewhere (or
-// measures free memory); arrays of a call in flight are not touched.
+// that the next call needs no new mappings (a conversion that would not fit
+// gives them back itself before it checks). This destroys the current
+// device's pool, its memory going back to the device; the next call makes a
+// new one. Call it with no conversion or edit in flight on the device: for a
+// caller that needs the memory elsewhere, measures free memory, or is about
+// to call cudaDeviceReset (which would leave the pool destroyed under us).
 void release_work_memory();
 
 }  // namespace hisparse::ops
