@@ -942,6 +942,11 @@ class Cli(unittest.TestCase):
         self.assertEqual(p.returncode, 1)
         self.assertEqual([n for n in os.listdir(self.dir) if ".tmp" in n], [], "no temporary files left behind")
 
+    def test_bench_conversion_flags_exclude_each_other(self):
+        p = run("bench", "--host-only", "--gpu-conversion-only", "--no-suite", "--family", "laplace2d:n=40", ok=False)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("excludes", p.stderr)
+
     def test_bench_host_conversion(self):
         out = self.path("conv.json")
         p = run("bench", "--host-only", "--no-suite", "--family", "laplace2d:n=40", "--family", "rmat:scale=10",
