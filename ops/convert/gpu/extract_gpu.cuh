@@ -85,13 +85,9 @@ bool extract_rows(WorkMemory& w, const DeviceMatrix<V>& a, const Frontier& f, I*
   // device grants it beside the kernel's own (else every entry goes straight).
   std::size_t stage = row_out ? 0 : std::size_t{extract_stage_bytes} * warps;
   if (stage > 0) {
-    int device = 0, optin = 0;
-    cuda_check(cudaGetDevice(&device), "cudaGetDevice");
-    cuda_check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
-               "cudaDeviceGetAttribute(shared memory)");
     cudaFuncAttributes attr{};
     cuda_check(cudaFuncGetAttributes(&attr, extract_rows_kernel<V, I, Out, true>), "cudaFuncGetAttributes(row fill)");
-    if (attr.sharedSizeBytes + stage > static_cast<std::size_t>(optin)) stage = 0;
+    if (attr.sharedSizeBytes + stage > shared_memory_optin()) stage = 0;
   }
   if (stage > 0)
     cuda_check(cudaFuncSetAttribute(extract_rows_kernel<V, I, Out, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,

@@ -61,6 +61,16 @@ inline cudaMemPool_t work_pool(int device, bool release = false) {
   return pools[device];
 }
 
+// The most shared memory a block of the current device may use (kernels with
+// a large shared-memory stage check it and fall back where theirs does not fit).
+inline std::size_t shared_memory_optin() {
+  int device = 0, bytes = 0;
+  cuda_check(cudaGetDevice(&device), "cudaGetDevice");
+  cuda_check(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+             "cudaDeviceGetAttribute(shared memory)");
+  return static_cast<std::size_t>(bytes);
+}
+
 class WorkMemory {
  public:
   // HISPARSE_CONVERT_LOG set: every phase() synchronises and prints the time

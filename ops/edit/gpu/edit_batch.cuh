@@ -89,6 +89,27 @@ __global__ void units_kernel(const u64* ukey, const u32* ulast, const u32* run, 
   }
 }
 
+// Among n child coordinates sorted row-major: how many lie before (rd, cd)
+// (where that child is, if it exists).
+__device__ inline u32 coord_rank(const LocalCoord* co, u32 n, u32 rd, u32 cd) {
+  const u32 want = (rd << 8) | cd;
+  u32 lo = 0, hi = n;
+  while (lo < hi) {
+    const u32 mid = (lo + hi) / 2;
+    const u32 have = (u32(co[mid].row) << 8) | co[mid].col;
+    if (have < want) lo = mid + 1; else hi = mid;
+  }
+  return lo;
+}
+
+// The same in a sparse inner node r.
+__device__ inline u32 child_rank(const std::byte* pool, NodeRef r, u32 rd, u32 cd) {
+  const u32 n = convert_detail::node_count_word(pool, r);
+  const auto* co = reinterpret_cast<const LocalCoord*>(pool + ref_offset(r) +
+                                                       coo_layout(ref_type(r), n, sizeof(NodeRef)).coord_offset);
+  return coord_rank(co, n, rd, cd);
+}
+
 // The child at (rd, cd) of an inner node (dense or sparse), or null.
 __device__ inline NodeRef find_child(const std::byte* pool, NodeRef r, u32 b, u32 rd, u32 cd) {
   const std::byte* node = pool + ref_offset(r);
@@ -97,15 +118,8 @@ __device__ inline NodeRef find_child(const std::byte* pool, NodeRef r, u32 b, u3
   const u32 n = convert_detail::node_count_word(pool, r);
   const CooLayout l = coo_layout(t, n, sizeof(NodeRef));
   const auto* co = reinterpret_cast<const LocalCoord*>(node + l.coord_offset);
-  const u32 want = (rd << 8) | cd;
-  u32 lo = 0, hi = n;
-  while (lo < hi) {
-    const u32 mid = (lo + hi) / 2;
-    const u32 have = (u32(co[mid].row) << 8) | co[mid].col;
-    if (have < want) lo = mid + 1; else hi = mid;
-  }
-  if (lo < n && ((u32(co[lo].row) << 8) | co[lo].col) == want)
-    return reinterpret_cast<const NodeRef*>(node + l.value_offset)[lo];
+  const u32 lo = coord_rank(co, n, rd, cd);
+  if (lo < n && co[lo].row == rd && co[lo].col == cd) return reinterpret_cast<const NodeRef*>(node + l.value_offset)[lo];
   return null_ref;
 }
 

@@ -91,14 +91,8 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
     }
     convert_detail::radix_sort_pairs(w, key.get(), key_s.get(), idx.get(), idx_s.get(), n, key_bits);
   }
-  Array<u32> run(w, n + 1);
-  u64 m = 0;
-  {
-    Array<u32> head(w, n + 1);
-    run_heads_kernel<<<blocks_for(n + 1), 256, 0, stream>>>(key_s.get(), n, 0, head.get());
-    convert_detail::inclusive_sum(w, head.get(), run.get(), n + 1);
-    m = read_back(w, run.get() + n, "GPU edit: distinct positions");
-  }
+  Array<u32> run;
+  u64 m = runs_of(w, key_s.get(), n, 0, run, "GPU edit: distinct positions");
   Array<u64> ukey(w, m);
   Array<u32> ulast(w, m), ustart(w, m + 1);
   unique_kernel<<<blocks_for(n), 256, 0, stream>>>(key_s.get(), idx_s.get(), run.get(), n, ukey.get(), ulast.get(),
@@ -112,13 +106,7 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
   Array<u64> UR, UC;
   u64 nt = 0, hits = 0;
   auto find_units = [&] {
-    urun = Array<u32>(w, m + 1);
-    {
-      Array<u32> uhead(w, m + 1);
-      run_heads_kernel<<<blocks_for(m + 1), 256, 0, stream>>>(ukey.get(), m, unit_shift, uhead.get());
-      convert_detail::inclusive_sum(w, uhead.get(), urun.get(), m + 1);
-      nt = read_back(w, urun.get() + m, "GPU edit: touched units");
-    }
+    nt = runs_of(w, ukey.get(), m, unit_shift, urun, "GPU edit: touched units");
     UR = Array<u64>(w, nt);
     UC = Array<u64>(w, nt);
     ufirst = Array<u32>(w, nt + 1);
@@ -181,13 +169,8 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
   if (coow_merges) ccount = Array<u32>(w, nt);
   if (!unit_is_leaf) {
     const u32 leaf_shift = 2 * b;
-    Array<u32> lrun(w, m + 1);
-    {
-      Array<u32> lhead(w, m + 1);
-      run_heads_kernel<<<blocks_for(m + 1), 256, 0, stream>>>(ukey.get(), m, leaf_shift, lhead.get());
-      convert_detail::inclusive_sum(w, lhead.get(), lrun.get(), m + 1);
-      nl = read_back(w, lrun.get() + m, "GPU edit: touched leaves");
-    }
+    Array<u32> lrun;
+    nl = runs_of(w, ukey.get(), m, leaf_shift, lrun, "GPU edit: touched leaves");
     LR = Array<u64>(w, nl);
     LC = Array<u64>(w, nl);
     lunit = Array<u32>(w, nl);

@@ -29,6 +29,20 @@ struct InnerLevel {
   u32 b;
 };
 
+__device__ inline u32 item_cell(const InnerLevel& L, u64 k) {
+  const u32 m = (1u << L.b) - 1;
+  return ((static_cast<u32>(L.R[k]) & m) << L.b) | (static_cast<u32>(L.C[k]) & m);
+}
+
+// The first item in [lo, hi) (sorted by cell) at or past `cell`.
+__device__ inline u64 first_item_at(const InnerLevel& L, u64 lo, u64 hi, u32 cell) {
+  while (lo < hi) {
+    const u64 mid = lo + (hi - lo) / 2;
+    if (item_cell(L, mid) < cell) lo = mid + 1; else hi = mid;
+  }
+  return lo;
+}
+
 // The child at `cell` after the edit (touched: the item's, else the old one).
 template <class F>
 __device__ inline void for_each_cell(const InnerLevel& L, u64 g, F&& f) {
@@ -41,14 +55,8 @@ __device__ inline void for_each_cell(const InnerLevel& L, u64 g, F&& f) {
     long long item = -1;
     if (cell < cells) {
       if (old != null_ref) was = find_child(L.pool, old, b, cell >> b, cell & m);
-      u64 a = lo, z = hi;
-      while (a < z) {
-        const u64 mid = a + (z - a) / 2;
-        const u32 c = ((static_cast<u32>(L.R[mid]) & m) << b) | (static_cast<u32>(L.C[mid]) & m);
-        if (c < cell) a = mid + 1; else z = mid;
-      }
-      if (a < hi && (((static_cast<u32>(L.R[a]) & m) << b) | (static_cast<u32>(L.C[a]) & m)) == cell)
-        item = static_cast<long long>(a);
+      const u64 a = first_item_at(L, lo, hi, cell);
+      if (a < hi && item_cell(L, a) == cell) item = static_cast<long long>(a);
     }
     f(base, cell < cells, cell, was, item);
   }
@@ -146,21 +154,13 @@ struct FlatLevel {
   const u64* hl;     // items + 1 entries
 };
 
-__device__ inline u32 item_cell(const InnerLevel& L, u64 k) {
-  const u32 m = (1u << L.b) - 1;
-  return ((static_cast<u32>(L.R[k]) & m) << L.b) | (static_cast<u32>(L.C[k]) & m);
-}
-
 // The group's old node when it is sparse (null when absent or dense).
 __device__ inline NodeRef sparse_old(const InnerLevel& L, u64 g) {
   const NodeRef old = L.old_node[L.rep[L.first[g]]];
   return old != null_ref && ref_type(old) != NodeType::dense ? old : null_ref;
 }
 
-__device__ inline bool flat_group(const InnerLevel& L, u64 g) {
-  const NodeRef old = L.old_node[L.rep[L.first[g]]];
-  return old == null_ref || ref_type(old) != NodeType::dense;
-}
+__device__ inline bool flat_group(const InnerLevel& L, u64 g) { return dense_old(L, g) == null_ref; }
 
 // flag[k] = (hit << 32) | live for the items of flat groups (0 elsewhere);
 // flag[items] = 0.
@@ -241,19 +241,8 @@ __global__ void flat_items_kernel(FlatLevel F, const u32* item_ref, const u32* c
     const u32 n = count[g], cell = item_cell(L, k);
     const u64 lo = L.first[g];
     const NodeRef old = sparse_old(L, g);
-    u32 before = 0;  // old children at cells before this one
-    if (old != null_ref) {
-      const u32 no = convert_detail::node_count_word(L.pool, old);
-      const auto* co = reinterpret_cast<const LocalCoord*>(L.pool + ref_offset(old) +
-                                                           coo_layout(ref_type(old), no, sizeof(NodeRef)).coord_offset);
-      const u32 want = ((cell >> L.b) << 8) | (cell & ((1u << L.b) - 1));
-      u32 a = 0, z = no;
-      while (a < z) {
-        const u32 mid = (a + z) / 2;
-        if (((u32(co[mid].row) << 8) | co[mid].col) < want) a = mid + 1; else z = mid;
-      }
-      before = a;
-    }
+    // old children at cells before this one
+    const u32 before = old != null_ref ? child_rank(L.pool, old, cell >> L.b, cell & ((1u << L.b) - 1)) : 0;
     const u32 rank = lives_between(F.hl, lo, k) + before - hits_between(F.hl, lo, k);
     put_child(arena + base + offset[g], choose_node(n, L.b, false, sizeof(NodeRef)), n, L.b, rank, cell, item_ref[k]);
   }
@@ -280,11 +269,7 @@ __global__ void flat_old_kernel(FlatLevel F, const u64* o_off, const u32* count,
     const LocalCoord lc = reinterpret_cast<const LocalCoord*>(on + ol.coord_offset)[i];
     const u32 cell = (u32(lc.row) << L.b) | lc.col;
     const u64 lo = L.first[g], hi = L.first[g + 1];
-    u64 p = lo, q = hi;
-    while (p < q) {
-      const u64 mid = p + (q - p) / 2;
-      if (item_cell(L, mid) < cell) p = mid + 1; else q = mid;
-    }
+    const u64 p = first_item_at(L, lo, hi, cell);
     if (p < hi && item_cell(L, p) == cell) continue;  // replaced (or removed) by an item
     const u32 n = count[g];
     const u32 rank = i - hits_between(F.hl, lo, p) + lives_between(F.hl, lo, p);

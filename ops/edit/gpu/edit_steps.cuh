@@ -40,14 +40,19 @@ struct Result {
   std::uint64_t needed = 0;  // the bytes the edit appends (set also when they did not fit)
 };
 
-// The most shared memory a block of this device may use (the kernels with a
-// dense image or a histogram take the builder's path where theirs does not fit).
-inline std::size_t shared_memory_optin() {
-  int device = 0, bytes = 0;
-  cuda_check(cudaGetDevice(&device), "cudaGetDevice");
-  cuda_check(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
-             "cudaDeviceGetAttribute(shared memory)");
-  return static_cast<std::size_t>(bytes);
+// The kernels with a dense image or a histogram take the builder's path where
+// theirs does not fit convert_detail::shared_memory_optin().
+using convert_detail::shared_memory_optin;
+
+// The runs of keys >> shift among the n sorted keys: run[i] = the run of key i
+// plus 1 (the inclusive scan of the run heads, n + 1 entries, run[n] = the
+// number of runs); returns the number of runs.
+inline u64 runs_of(WorkMemory& w, const u64* keys, u64 n, u32 shift, Array<u32>& run, const char* what) {
+  run = Array<u32>(w, n + 1);
+  Array<u32> head(w, n + 1);
+  run_heads_kernel<<<blocks_for(n + 1), 256, 0, w.stream()>>>(keys, n, shift, head.get());
+  convert_detail::inclusive_sum(w, head.get(), run.get(), n + 1);
+  return read_back(w, run.get() + n, what);
 }
 
 // Everything of one level of inner nodes, kept from the count to the write.
