@@ -163,9 +163,13 @@ __global__ void frontier_select_kernel(const u32* ref, const u64* R, const u64* 
   }
 }
 
-__global__ void nonnull_kernel(const u32* ref, u64 n, u32* flag) {
-  for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i <= n; i += u64(gridDim.x) * blockDim.x)
-    flag[i] = i < n && ref[i] != null_ref;
+// *count += the references among n that are not null (warp-aggregated).
+__global__ void count_nonnull_kernel(const u32* ref, u64 n, unsigned long long* count) {
+  // Lane 0 has a warp's lowest index: active whenever any lane is.
+  for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i < n; i += u64(gridDim.x) * blockDim.x) {
+    const unsigned ones = __ballot_sync(__activemask(), ref[i] != null_ref);
+    if ((threadIdx.x & 31u) == 0 && ones) atomicAdd(count, static_cast<unsigned long long>(__popc(ones)));
+  }
 }
 
 // keep[e] = 0 for an old entry an update replaces (set) or removes (remove);

@@ -234,8 +234,11 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
   // 5. Whole units: extracted, merged, built by the builder's rules (their
   // COOW rule included); leaves of the other units: the same, built as a
   // standard pool (a leaf's type depends on its own entries only).
+  // Without whole units (the common case: a unit flips its COOW rule rarely)
+  // the extraction and the builder's dozen steps are skipped: whole_built
+  // stays empty (no root, nothing appended).
   DeviceMatrix<V> whole_built, leaf_built;
-  {
+  if (count_flagged(w, mode_flags(w, nullptr, whole.get(), unit_whole, nt).get(), nt) > 0) {
     Entries<V> old = extract_entries<V>(w, pool, b, !unit_is_leaf, aunit, UR.get(), UC.get(), nt, whole.get(), 1);
     u64 k = 0;
     Array<u32> sel = updates_of(1, k);
@@ -454,13 +457,30 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
   // The root: level 0's one node (the unit itself in a tree of depth 1 or 2),
   // null when the edit left no entry.
   w.phase("edit: appended and written");
-  res.root = read_back(w, item_ref, "GPU edit: root");
-  const u64 shared_children = read_back(w, shared.get(), "GPU edit: shared children");
-  const u64 units_rebuilt = count_present(w, wunit, nt);
-  const u64 leaves_rebuilt = nll > 0 ? count_present(w, leaf_ref.get(), nll) : 0;
-  u64 inner_written = unit_level.groups > 0 ? count_present(w, unit_level.ref.get(), unit_level.groups) : 0;
-  for (Level& L : levels) inner_written += count_present(w, L.ref.get(), L.groups);
+  // The root, the shared children and the nodes written, read back at once:
+  // counts[0] units rebuilt, [1] leaves written, [2] inner nodes written.
+  Array<unsigned long long> counts(w, 3);
+  cuda_check(cudaMemsetAsync(counts.get(), 0, 3 * sizeof(unsigned long long), stream), "cudaMemsetAsync");
+  auto count_into = [&](const u32* ref, u64 k, int slot) {
+    if (k > 0) count_nonnull_kernel<<<blocks_for(k), 256, 0, stream>>>(ref, k, counts.get() + slot);
+  };
+  count_into(wunit, nt, 0);
+  if (nll > 0) count_into(leaf_ref.get(), nll, 1);
+  count_into(unit_level.ref.get(), unit_level.groups, 2);
+  for (Level& L : levels) count_into(L.ref.get(), L.groups, 2);
+  w.check_launch("GPU edit: counts");
+  unsigned long long host_counts[3] = {};
+  NodeRef root = null_ref;
+  unsigned long long shared_children = 0;
+  cuda_check(cudaMemcpyAsync(host_counts, counts.get(), sizeof(host_counts), cudaMemcpyDeviceToHost, stream),
+             "cudaMemcpyAsync(GPU edit counts)");
+  cuda_check(cudaMemcpyAsync(&root, item_ref, sizeof(root), cudaMemcpyDeviceToHost, stream),
+             "cudaMemcpyAsync(GPU edit root)");
+  cuda_check(cudaMemcpyAsync(&shared_children, shared.get(), sizeof(shared_children), cudaMemcpyDeviceToHost, stream),
+             "cudaMemcpyAsync(GPU edit shared children)");
   w.sync("cudaStreamSynchronize(GPU edit)");
+  res.root = root;
+  const u64 units_rebuilt = host_counts[0], leaves_rebuilt = host_counts[1], inner_written = host_counts[2];
   res.view = base + total;
   if (mode == EditMode::remove) {
     st.removed = hits;

@@ -187,13 +187,6 @@ inline Array<u32> select_by_mode(WorkMemory& w, const u32* unit_of, const u32* w
   return flagged(w, mode_flags(w, unit_of, whole, want, n).get(), n, count, value);
 }
 
-// How many of n references are not null.
-inline u64 count_present(WorkMemory& w, const u32* ref, u64 n) {
-  Array<u32> flag(w, n + 1);
-  nonnull_kernel<<<blocks_for(n + 1), 256, 0, w.stream()>>>(ref, n, flag.get());
-  return count_flagged(w, flag.get(), n);
-}
-
 // Counts and sizes of one level of inner nodes over `items` (sorted children
 // one level down: block coordinates, whether each exists, a unit under it).
 inline void count_level(WorkMemory& w, Level& L, const std::byte* pool, const u32* old_node, const u64* iR,
