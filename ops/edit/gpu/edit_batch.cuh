@@ -163,11 +163,14 @@ __global__ void frontier_select_kernel(const u32* ref, const u64* R, const u64* 
   }
 }
 
-// *count += the references among n that are not null (warp-aggregated).
+// *count += the references among n that are not null (warp-aggregated: the
+// loop's bounds are uniform across a warp, so every lane takes part in the
+// ballot and lane 0 adds for the warp).
 __global__ void count_nonnull_kernel(const u32* ref, u64 n, unsigned long long* count) {
-  // Lane 0 has a warp's lowest index: active whenever any lane is.
-  for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i < n; i += u64(gridDim.x) * blockDim.x) {
-    const unsigned ones = __ballot_sync(__activemask(), ref[i] != null_ref);
+  const u64 stride = u64(gridDim.x) * blockDim.x, warp0 = (blockIdx.x * u64(blockDim.x) + threadIdx.x) & ~u64{31};
+  for (u64 w0 = warp0; w0 < n; w0 += stride) {
+    const u64 i = w0 + (threadIdx.x & 31u);
+    const unsigned ones = __ballot_sync(0xFFFFFFFFu, i < n && ref[i] != null_ref);
     if ((threadIdx.x & 31u) == 0 && ones) atomicAdd(count, static_cast<unsigned long long>(__popc(ones)));
   }
 }
