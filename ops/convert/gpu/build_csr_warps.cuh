@@ -134,33 +134,82 @@ __global__ void __launch_bounds__(csr_warp_threads) csr_warp_rows_kernel(CsrBloc
     }
     u64 seen[csr_span_words] = {};  // scout: the leaf columns met
     bool bad = false;
-    for (u64 c0 = 0; c0 < m; c0 += 32) {
-      const u64 k = c0 + lane;
-      const bool valid = k < m;
-      const u64 e = e0 + (valid ? k : 0);
-      const u32 row = fill || scout ? row_of(rp, nr, e) : 0;
-      const I c = valid ? a.col[e] : I(0);
-      u32 j = 0xFFFFFFFFu;  // leaf column - cmin; invalid lanes group apart
-      if (valid) {
-        const u64 lc = static_cast<u64>(c) >> b;
-        const bool inside = lc >= cmin && lc - cmin < csr_warp_span;
-        if (scout) bad |= !index_ok(c, a.cols) || (e > rp[row] && !(a.col[e - 1] < c)) || !inside;
-        j = inside ? static_cast<u32>(lc - cmin) : 0xFFFFFFFEu;
+    // Fill: the leaves of a block row of at most 32 (every banded matrix's)
+    // held one per lane, so that an entry finds its leaf by a shuffle instead
+    // of two dependent loads (its index, then its offset, type and count).
+    u32 lane_leaf = 0, lane_type = 0, lane_count = 0;
+    u64 lane_off = 0;
+    bool leaves_in_lanes = false;
+    if (fill) {
+      const u32 leaves = leaf_rank(present, csr_warp_span);
+      leaves_in_lanes = leaves <= 32;
+      if (leaves_in_lanes && lane < leaves) {
+        lane_leaf = a.linv[a.seg_base[s] + lane];
+        lane_type = a.ltype[lane_leaf];
+        lane_count = a.lcount[lane_leaf];
+        lane_off = a.loff[lane_leaf];
       }
-      if (scout) {
-        if (valid && j < csr_warp_span) seen[j / 64] |= u64{1} << (j % 64);
-        continue;
+    }
+    // Four chunks of 32 entries loaded before any is handled (4x the loads in
+    // flight; the handling waits on shared memory, not on these).
+    constexpr u32 ahead = 4;
+    I carry = I(0);  // scout: the column of the entry before the chunk
+    for (u64 base = 0; base < m; base += 32 * ahead) {
+      I cs[ahead];
+      V vs[ahead];
+#pragma unroll
+      for (u32 q = 0; q < ahead; ++q) {
+        const u64 k = base + 32 * q + lane;
+        cs[q] = k < m ? a.col[e0 + k] : I(0);
+        if constexpr (fill) vs[q] = k < m ? a.val[e0 + k] : V{};
       }
-      const unsigned group = __match_any_sync(full, j);
-      const bool counted = valid && j < csr_warp_span;
-      const u32 rank = counted ? count[j] + __popc(group & lower) : 0;
-      __syncwarp();
-      if (counted && (group & lower) == 0) count[j] += __popc(group);
-      __syncwarp();
-      if (fill && counted) {
-        const u32 t = a.linv[a.seg_base[s] + leaf_rank(present, j)];
-        write_node_entry<V>(a.pool + a.leaf_base + a.loff[t], static_cast<NodeType>(a.ltype[t]), a.lcount[t], rank, b,
-                            true, row, static_cast<u32>(static_cast<u64>(c) & (d - 1)), a.val[e]);
+#pragma unroll
+      for (u32 q = 0; q < ahead; ++q) {
+        const u64 c0 = base + 32 * q;
+        if (c0 >= m) break;  // uniform across the warp
+        const u64 k = c0 + lane;
+        const bool valid = k < m;
+        const u64 e = e0 + (valid ? k : 0);
+        const u32 row = fill || scout ? row_of(rp, nr, e) : 0;
+        const I c = cs[q];
+        I prev = __shfl_up_sync(full, c, 1);  // the entry before e (scout)
+        if (lane == 0) prev = carry;
+        carry = __shfl_sync(full, c, 31);
+        u32 j = 0xFFFFFFFFu;  // leaf column - cmin; invalid lanes group apart
+        if (valid) {
+          const u64 lc = static_cast<u64>(c) >> b;
+          const bool inside = lc >= cmin && lc - cmin < csr_warp_span;
+          if (scout) bad |= !index_ok(c, a.cols) || (e > rp[row] && !(prev < c)) || !inside;
+          j = inside ? static_cast<u32>(lc - cmin) : 0xFFFFFFFEu;
+        }
+        if (scout) {
+          if (valid && j < csr_warp_span) seen[j / 64] |= u64{1} << (j % 64);
+          continue;
+        }
+        const unsigned group = __match_any_sync(full, j);
+        const bool counted = valid && j < csr_warp_span;
+        const u32 rank = counted ? count[j] + __popc(group & lower) : 0;
+        __syncwarp();
+        if (counted && (group & lower) == 0) count[j] += __popc(group);
+        __syncwarp();
+        if constexpr (fill) {
+          const u32 lr = counted ? leaf_rank(present, j) : 0;
+          u32 t_type = 0, t_count = 0;
+          u64 t_off = 0;
+          if (leaves_in_lanes) {  // every lane shuffles (the source lane differs)
+            t_type = __shfl_sync(full, lane_type, lr & 31u);
+            t_count = __shfl_sync(full, lane_count, lr & 31u);
+            t_off = __shfl_sync(full, lane_off, lr & 31u);
+          } else if (counted) {
+            const u32 t = a.linv[a.seg_base[s] + lr];
+            t_type = a.ltype[t];
+            t_count = a.lcount[t];
+            t_off = a.loff[t];
+          }
+          if (counted)
+            write_node_entry<V>(a.pool + a.leaf_base + t_off, static_cast<NodeType>(t_type), t_count, rank, b, true,
+                                row, static_cast<u32>(static_cast<u64>(c) & (d - 1)), vs[q]);
+        }
       }
     }
     if (scout) {

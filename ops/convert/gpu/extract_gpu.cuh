@@ -11,8 +11,8 @@
 //    is column order (the tree key orders a row's blocks by column digits,
 //    nodes store entries row-major, and the same holds with rows and columns
 //    exchanged for a transposed state), so one sort by row is all it takes.
-// A pool without COOW nodes takes the row path instead of 2 and 3
-// (extract_rows.cuh): the leaves sorted by block row, a warp per block row
+// Most pools take the row path instead of 2 and 3 (extract_rows.cuh): the
+// leaves (and COOW nodes' slices) sorted by block row, a warp per block row
 // writing its rows in place.
 #include <algorithm>
 #include <bit>
@@ -35,9 +35,11 @@ void check_index_range(index_t rows, index_t cols, std::uint64_t nnz) {
                      "-bit signed indices");
 }
 
-// The row path (extract_rows.cuh) where the frontier holds leaves only and no
-// block row is so long that its warp would serialise the call (more than
-// 2^16 entries a block row on average); false, with nothing written, elsewhere.
+// The row path (extract_rows.cuh) where no block row is so long that its warp
+// would serialise the call (more than 2^16 entries a block row on average; with
+// COOW nodes, more than 2^18 in any) and the frontier holds leaves only or the
+// state is plain (COOW nodes sliced by block row); false, with nothing
+// written, elsewhere.
 template <class V, class I, class Out>
 bool extract_rows(WorkMemory& w, const DeviceMatrix<V>& a, const Frontier& f, I* row_out, I* row_ptr, I* col_out,
                   Out* val_out) {
@@ -47,29 +49,54 @@ bool extract_rows(WorkMemory& w, const DeviceMatrix<V>& a, const Frontier& f, I*
   // Per-row arrays no larger than the general path's per-entry ones (the
   // documented work bound); no block row so long that its warp serialises the call.
   if (rows > 2 * n + 4096 || n > (blocks << 16) || blocks >= 0xFFFFFFFFull) return false;
+  bool coow = false;
   {
     Array<unsigned> any(w, 1);
     cuda_check(cudaMemsetAsync(any.get(), 0, sizeof(unsigned), st), "cudaMemsetAsync");
     any_coow_kernel<<<blocks_for(f.size), 256, 0, st>>>(f, any.get());
     w.check_launch("COOW check kernel");
-    if (read_back(w, any.get(), "read COOW check") != 0) return false;
+    coow = read_back(w, any.get(), "read COOW check") != 0;
   }
-  // The leaves grouped by logical block row, stably (tree order within one).
-  Array<u32> leaf(w, f.size), first(w, blocks + 1);
+  if (coow && a.transposed()) return false;  // a COOW node's columns are not one range of it
+  // The items (leaves, and the slices of COOW nodes) grouped by logical block
+  // row, stably (tree order within one).
+  u64 items = f.size;
+  Array<u32> item_node, item_lo, item_hi;
+  Array<u64> key;
+  if (coow) {
+    Array<u64> cnt(w, f.size + 1), off(w, f.size + 1);
+    slice_count_kernel<<<blocks_for(32 * (f.size + 1)), 256, 0, st>>>(f, a.pool(), b, cnt.get());
+    exclusive_sum(w, cnt.get(), off.get(), f.size + 1);
+    items = read_back(w, off.get() + f.size, "read extraction items");
+    // (every item holds an entry: items <= n, inside the work bound)
+    item_node = Array<u32>(w, items);
+    item_lo = Array<u32>(w, items);
+    item_hi = Array<u32>(w, items);
+    key = Array<u64>(w, items);
+    slice_emit_kernel<<<blocks_for(32 * f.size), 256, 0, st>>>(f, a.pool(), b, off.get(), item_node.get(),
+                                                               item_lo.get(), key.get());
+    slice_ends_kernel<<<blocks_for(items), 256, 0, st>>>(f, a.pool(), item_node.get(), item_lo.get(), items,
+                                                         item_hi.get());
+    w.check_launch("COOW slice kernels");
+  }
+  Array<u32> leaf(w, items), first(w, blocks + 1);
   {
-    Array<u32> idx(w, f.size);
-    Array<u64> sorted(w, f.size);
-    iota_kernel<<<blocks_for(f.size), 256, 0, st>>>(idx.get(), f.size);
-    radix_sort_pairs(w, a.transposed() ? f.C : f.R, sorted.get(), idx.get(), leaf.get(), f.size,
+    Array<u32> idx(w, items);
+    Array<u64> sorted(w, items);
+    iota_kernel<<<blocks_for(items), 256, 0, st>>>(idx.get(), items);
+    radix_sort_pairs(w, coow ? key.get() : a.transposed() ? f.C : f.R, sorted.get(), idx.get(), leaf.get(), items,
                      static_cast<int>(blocks > 1 ? std::bit_width(blocks - 1) : 1));
-    block_row_first_kernel<<<blocks_for(blocks + 1), 256, 0, st>>>(sorted.get(), f.size, blocks, first.get());
+    block_row_first_kernel<<<blocks_for(blocks + 1), 256, 0, st>>>(sorted.get(), items, blocks, first.get());
     w.check_launch("block row kernel");
   }
+  key.release();
   w.phase("leaves by block row");
   Array<u32> count(w, rows + 1), start(w, rows + 1);
   cuda_check(cudaMemsetAsync(count.get() + rows, 0, sizeof(u32), st), "cudaMemsetAsync");
-  RowArgs<V, I, Out> args{f,      a.pool(), b, a.transposed(), a.scale(), a.scale() == V(1), false, rows, blocks,
-                          leaf.get(), first.get(), count.get(), nullptr, row_out, col_out, val_out};
+  RowArgs<V, I, Out> args{f,          a.pool(),     b,           a.transposed(), a.scale(),   a.scale() == V(1),
+                          false,      rows,         blocks,      leaf.get(),     item_node.get(), item_lo.get(),
+                          item_hi.get(), first.get(), count.get(), nullptr,     row_out,     col_out,
+                          val_out};
   constexpr u64 warps = extract_row_threads / 32;
   const auto grid = static_cast<unsigned>(std::min<u64>((blocks + warps - 1) / warps, 1u << 20));
   extract_rows_kernel<V, I, Out, false><<<grid, extract_row_threads, 0, st>>>(args);
@@ -79,6 +106,13 @@ bool extract_rows(WorkMemory& w, const DeviceMatrix<V>& a, const Frontier& f, I*
   if (total != n)
     throw Error("GPU extraction: the pool holds " + std::to_string(total) + " entries, the matrix says " +
                 std::to_string(n));
+  if (coow) {  // a power-law hub's block row would serialise its warp: the general path then
+    Array<unsigned long long> largest(w, 1);
+    cuda_check(cudaMemsetAsync(largest.get(), 0, sizeof(unsigned long long), st), "cudaMemsetAsync");
+    largest_block_row_kernel<<<blocks_for(blocks), 256, 0, st>>>(start.get(), rows, b, blocks, largest.get());
+    w.check_launch("largest block row kernel");
+    if (read_back(w, largest.get(), "read largest block row") > (u64{1} << 18)) return false;
+  }
   w.phase("rows counted");
   args.row_start = start.get();
   // CSR: the dynamic shared memory where block rows are assembled, where the

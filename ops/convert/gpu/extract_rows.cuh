@@ -13,7 +13,10 @@
 // the warp counts 32 entries at a time (__match_any_sync over the row, a
 // running position per row in shared memory). A first pass counts the rows
 // (their starts by one scan). No sort of entries, no per-entry work arrays.
-// Leaves only: a pool with COOW nodes takes the general path.
+// A COOW node (plain state) joins as its slices, one per block row of its
+// unit that holds entries: its entries are row-major, so a slice is one range,
+// and listed in frontier order a block row still meets each row's entries in
+// column order. Transposed pools with COOW nodes take the general path.
 #include "extract_kernels.cuh"
 
 namespace hisparse::ops::convert_detail {
@@ -42,7 +45,13 @@ struct RowArgs {
   bool unscaled;
   bool stage_ok;         // fill pass, CSR: the dynamic shared memory of the stage was granted
   u64 rows, blocks;      // logical rows, and block rows of d of them
-  const u32* leaf;       // frontier indices, grouped by logical block row (stable)
+  const u32* leaf;       // item indices, grouped by logical block row (stable)
+  // Items: null where every item is a leaf (item i = frontier index i); else,
+  // per item, its frontier index and, for a COOW node's slice (the entries of
+  // one block row of its unit: one range, row-major), that range.
+  const u32* item_node;
+  const u32* item_lo;
+  const u32* item_hi;
   const u32* first;      // blocks + 1: each block row's first place in `leaf`
   u32* row_count;        // count pass: entries per logical row
   const u32* row_start;  // fill pass: exclusive scan of row_count
@@ -122,12 +131,42 @@ __global__ void __launch_bounds__(extract_row_threads) extract_rows_kernel(RowAr
       }
       staged = Fill && a.stage_ok && !a.row_out && total <= cap;
       for (u32 i = a.first[q]; i < a.first[q + 1]; ++i) {
-        const u32 k = a.leaf[i];
+        const u32 id = a.leaf[i];
+        const u32 k = a.item_node ? a.item_node[id] : id;
         const NodeRef ref = a.f.ref[k];
         const NodeType t = ref_type(ref);
         const std::byte* node = a.pool + ref_offset(ref);
         const u64 other = a.transposed ? a.f.R[k] : a.f.C[k];
-        if (t == NodeType::dense) {
+        if (t == NodeType::coow) {  // a slice: one block row of the unit (plain state only)
+          const u32 n = node_count_word(a.pool, ref);
+          const CooLayout l = coow_layout(n, sizeof(V));
+          const auto* coords = reinterpret_cast<const WideCoord*>(node + l.coord_offset);
+          const auto* vals = reinterpret_cast<const V*>(node + l.value_offset);
+          const u64 at0 = static_cast<u64>(vals - reinterpret_cast<const V*>(a.pool));
+          u32 e_begin = a.item_lo[id], e_end = a.item_hi[id];
+          if (windowed && e_begin < e_end) {  // rows [w0, w1) of the slice: one range
+            const u32 row_base = u32(coords[e_begin].row) & ~(d - 1);
+            auto first_at_least = [&](u32 row16) {
+              u32 lo = e_begin, hi = e_end;
+              while (lo < hi) {
+                const u32 mid = (lo + hi) / 2;
+                if (coords[mid].row < row16) lo = mid + 1; else hi = mid;
+              }
+              return lo;
+            };
+            const u32 b0 = first_at_least(row_base + w0);
+            e_end = first_at_least(row_base + w1);
+            e_begin = b0;
+          }
+          const u64 unit_col = a.f.C[k] << b;  // the unit's first leaf column
+          for (u32 base = e_begin; base < e_end; base += 32) {
+            const u32 e = base + lane;
+            const bool present = e < e_end;
+            const WideCoord wc = present ? coords[e] : WideCoord{0, 0};
+            take(present, u32(wc.row) & (d - 1), u32(wc.col) & (d - 1), present && Fill ? vals[e] : V{}, at0 + e,
+                 unit_col | (u32(wc.col) >> b));
+          }
+        } else if (t == NodeType::dense) {
           const auto* mask = reinterpret_cast<const std::uint8_t*>(node);
           const auto* vals = reinterpret_cast<const V*>(node + dense_mask_bytes(b));
           const u64 at0 = static_cast<u64>(vals - reinterpret_cast<const V*>(a.pool));
@@ -190,6 +229,83 @@ __global__ void __launch_bounds__(extract_row_threads) extract_rows_kernel(RowAr
     if (!Fill)
       for (u32 r = lane; r < nr; r += 32) a.row_count[r0 + r] = slot[r];
     __syncwarp();  // slot is reused by the next block row
+  }
+}
+
+// Per frontier node: its items (1 for a leaf; for a COOW node, its non-empty
+// slices: the block rows of its unit that hold entries, counted as the heads
+// of runs of row16 >> b in its row-major entries); count[size] = 0.
+__global__ void slice_count_kernel(Frontier f, const std::byte* pool, u32 b, u64* count) {
+  const u32 lane = threadIdx.x & 31u;
+  const u64 warps = (u64(gridDim.x) * blockDim.x) / 32;
+  for (u64 k = (blockIdx.x * u64(blockDim.x) + threadIdx.x) / 32; k <= f.size; k += warps) {
+    if (k == f.size || ref_type(f.ref[k]) != NodeType::coow) {
+      if (lane == 0) count[k] = k < f.size;
+      continue;
+    }
+    const NodeRef r = f.ref[k];
+    const u32 n = node_count_word(pool, r);
+    const auto* co = reinterpret_cast<const WideCoord*>(pool + ref_offset(r) + coow_layout(n, 4).coord_offset);
+    u64 heads = 0;
+    for (u32 base = 0; base < n; base += 32) {
+      const u32 i = base + lane;
+      const bool head = i < n && (i == 0 || (u32(co[i].row) >> b) != (u32(co[i - 1].row) >> b));
+      heads += __popc(__ballot_sync(0xFFFFFFFFu, head));
+    }
+    if (lane == 0) count[k] = heads;
+  }
+}
+
+// The items at their scanned places (first): node, entry range (slices) and
+// block-row key; hi of a slice is filled by slice_ends_kernel.
+__global__ void slice_emit_kernel(Frontier f, const std::byte* pool, u32 b, const u64* first, u32* node_of, u32* lo,
+                                  u64* key) {
+  const u32 lane = threadIdx.x & 31u;
+  const u64 warps = (u64(gridDim.x) * blockDim.x) / 32;
+  for (u64 k = (blockIdx.x * u64(blockDim.x) + threadIdx.x) / 32; k < f.size; k += warps) {
+    const NodeRef r = f.ref[k];
+    const u64 o = first[k];
+    if (ref_type(r) != NodeType::coow) {
+      if (lane == 0) {
+        node_of[o] = static_cast<u32>(k);
+        lo[o] = 0;
+        key[o] = f.R[k];
+      }
+      continue;
+    }
+    const u32 n = node_count_word(pool, r);
+    const auto* co = reinterpret_cast<const WideCoord*>(pool + ref_offset(r) + coow_layout(n, 4).coord_offset);
+    u64 done = 0;
+    for (u32 base = 0; base < n; base += 32) {
+      const u32 i = base + lane;
+      const bool head = i < n && (i == 0 || (u32(co[i].row) >> b) != (u32(co[i - 1].row) >> b));
+      const unsigned ballot = __ballot_sync(0xFFFFFFFFu, head);
+      if (head) {
+        const u64 s = o + done + __popc(ballot & ((1u << lane) - 1u));
+        node_of[s] = static_cast<u32>(k);
+        lo[s] = i;
+        key[s] = (f.R[k] << b) + (u32(co[i].row) >> b);
+      }
+      done += __popc(ballot);
+    }
+  }
+}
+
+// hi of every item: the next item's lo where it is a slice of the same node,
+// else the node's entry count (unused for leaves).
+__global__ void slice_ends_kernel(Frontier f, const std::byte* pool, const u32* node_of, const u32* lo, u64 items,
+                                  u32* hi) {
+  for (u64 s = blockIdx.x * u64(blockDim.x) + threadIdx.x; s < items; s += u64(gridDim.x) * blockDim.x) {
+    const u32 k = node_of[s];
+    hi[s] = s + 1 < items && node_of[s + 1] == k ? lo[s + 1] : node_count_word(pool, f.ref[k]);
+  }
+}
+
+// *largest = the most entries of a block row (row_start: rows + 1 entries).
+__global__ void largest_block_row_kernel(const u32* row_start, u64 rows, u32 b, u64 blocks, unsigned long long* largest) {
+  for (u64 q = blockIdx.x * u64(blockDim.x) + threadIdx.x; q < blocks; q += u64(gridDim.x) * blockDim.x) {
+    const u64 r1 = ((q + 1) << b) < rows ? ((q + 1) << b) : rows;
+    atomicMax(largest, static_cast<unsigned long long>(row_start[r1] - row_start[q << b]));
   }
 }
 

@@ -210,6 +210,16 @@ TEST(ConvertGpu, LongBlockRows) {
   f.cols = b32.cols;
   for (std::size_t k = 0; k < b32.nnz(); ++k) f.push(b32.row[k], b32.col[k], static_cast<float>(b32.val[k]));
   check_input("band f32, d 128", f, {default_node_size, false}, rng, stream.get());
+  // Scattered entries in wide pools: COOW nodes, extracted as slices of their
+  // units' block rows, beside leaves in the same block rows (d 128: ~2 500
+  // entries a block row, by windows too; d 16: every unit a COOW node).
+  auto wide_case = [&](const std::string& what, const Coo<double>& coo, std::uint32_t d) {
+    const auto hc = prepare(what, coo, BuildOptions{d, true}, rng);
+    ASSERT_GT(validate(hc.host.content()).coow, 0u) << what << ": the case must contain COOW nodes";
+    run_all_index_types(hc, stream.get());
+  };
+  wide_case("scattered, wide, d 128", random_coo<double>(20000, 20000, 400000, rng), default_node_size);
+  wide_case("scattered, wide, d 16", random_coo<double>(3000, 3000, 60000, rng), 16);
 }
 
 // Scattered entries in large sparse matrices: the builder's rule makes COOW (wide) nodes.
