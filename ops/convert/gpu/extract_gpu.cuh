@@ -35,9 +35,10 @@ void check_index_range(index_t rows, index_t cols, std::uint64_t nnz) {
                      "-bit signed indices");
 }
 
-// The row path (extract_rows.cuh) where no block row is so long that its warp
-// would serialise the call (more than 2^16 entries a block row on average; with
-// COOW nodes, more than 2^18 in any) and the frontier holds leaves only or the
+// The row path (extract_rows.cuh) where no block row is so long that its
+// tasks would serialise the call (more than 2^16 entries a block row on
+// average; with COOW nodes, more than 2^18 in any: one slice can hold a hub's
+// whole block row) and the frontier holds leaves only or the
 // state is plain (COOW nodes sliced by block row); false, with nothing
 // written, elsewhere.
 template <class V, class I, class Out>
@@ -90,17 +91,57 @@ bool extract_rows(WorkMemory& w, const DeviceMatrix<V>& a, const Frontier& f, I*
     w.check_launch("block row kernel");
   }
   key.release();
+  // The tasks (extract_rows.cuh): a block row, or a chunk of a long one's items.
+  const u64 task_bound = blocks + items / extract_chunk_items + 1;
+  Array<u64> task_first(w, blocks + 1), chunk_first(w, blocks + 1);
+  Array<u32> task_q(w, task_bound);
+  {
+    Array<u64> tasks(w, blocks + 1), chunks(w, blocks + 1);
+    task_count_kernel<<<blocks_for(blocks + 1), 256, 0, st>>>(first.get(), blocks, tasks.get(), chunks.get());
+    exclusive_sum(w, tasks.get(), task_first.get(), blocks + 1);
+    exclusive_sum(w, chunks.get(), chunk_first.get(), blocks + 1);
+    task_emit_kernel<<<blocks_for(blocks), 256, 0, st>>>(task_first.get(), blocks, task_q.get());
+    w.check_launch("task kernels");
+  }
+  // (chunks <= 2 items / extract_chunk_items: d / 16 bytes an item at most)
+  const u64 chunk_slices = read_back(w, chunk_first.get() + blocks, "read chunk count");
+  Array<u32> chunk_counts(w, chunk_slices << b);
   w.phase("leaves by block row");
   Array<u32> count(w, rows + 1), start(w, rows + 1);
   cuda_check(cudaMemsetAsync(count.get() + rows, 0, sizeof(u32), st), "cudaMemsetAsync");
-  RowArgs<V, I, Out> args{f,          a.pool(),     b,           a.transposed(), a.scale(),   a.scale() == V(1),
-                          false,      rows,         blocks,      leaf.get(),     item_node.get(), item_lo.get(),
-                          item_hi.get(), first.get(), count.get(), nullptr,     row_out,     col_out,
+  RowArgs<V, I, Out> args{f,
+                          a.pool(),
+                          b,
+                          a.transposed(),
+                          a.scale(),
+                          a.scale() == V(1),
+                          false,
+                          rows,
+                          blocks,
+                          leaf.get(),
+                          item_node.get(),
+                          item_lo.get(),
+                          item_hi.get(),
+                          first.get(),
+                          task_q.get(),
+                          task_first.get(),
+                          chunk_first.get(),
+                          chunk_counts.get(),
+                          task_bound,
+                          count.get(),
+                          nullptr,
+                          row_out,
+                          col_out,
                           val_out};
   constexpr u64 warps = extract_row_threads / 32;
-  const auto grid = static_cast<unsigned>(std::min<u64>((blocks + warps - 1) / warps, 1u << 20));
+  const auto grid = static_cast<unsigned>(std::min<u64>((task_bound + warps - 1) / warps, 1u << 20));
   extract_rows_kernel<V, I, Out, false><<<grid, extract_row_threads, 0, st>>>(args);
   w.check_launch("row count kernel");
+  if (chunk_slices > 0) {
+    chunk_prefix_kernel<<<blocks_for(rows), 256, 0, st>>>(task_first.get(), chunk_first.get(), rows, b,
+                                                          chunk_counts.get(), count.get());
+    w.check_launch("chunk prefix kernel");
+  }
   exclusive_sum(w, count.get(), start.get(), rows + 1);
   const u64 total = read_back(w, start.get() + rows, "read entry count");
   if (total != n)

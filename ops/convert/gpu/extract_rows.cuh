@@ -17,6 +17,15 @@
 // unit that holds entries: its entries are row-major, so a slice is one range,
 // and listed in frontier order a block row still meets each row's entries in
 // column order. Transposed pools with COOW nodes take the general path.
+//
+// A warp meets its items one after the other, each a chain of dependent loads
+// (item, node reference, header, entries): a block row of many items (a
+// circuit's dense row meets every leaf column) would serialise the call, and
+// did (perf-log C9: 376 ms for the circuit 8 M). So the work is tasks: a block
+// row of at most extract_chunk_items items is one task; a longer one is cut
+// into chunks of that many, each a task of its own warp. A chunk counts its
+// rows into its own slice of chunk_counts; a scan over the chunks of each row
+// (chunk_prefix_kernel) turns those into each chunk's first place per row.
 #include "extract_kernels.cuh"
 
 namespace hisparse::ops::convert_detail {
@@ -29,6 +38,14 @@ inline constexpr unsigned extract_row_threads = 256;
 // entries) leave partial sectors open in L2 across the whole grid, more than
 // L2 holds (perf-log C6).
 inline constexpr unsigned extract_stage_bytes = 8192;
+
+// Items per task (see the top): enough that a task's loads amortise its
+// set-up, few enough that no warp's chain of items outlasts the grid.
+inline constexpr u32 extract_chunk_items = 128;
+
+// A block row is assembled in windows only up to this many stages' worth of
+// entries: every window walks all of the block row's items again.
+inline constexpr u32 extract_max_windows = 16;
 
 template <class I, class Out>
 constexpr u32 extract_stage_entries() {
@@ -53,6 +70,11 @@ struct RowArgs {
   const u32* item_lo;
   const u32* item_hi;
   const u32* first;      // blocks + 1: each block row's first place in `leaf`
+  const u32* task_q;     // per task: its block row
+  const u64* task_first; // blocks + 1: each block row's first task (tasks: task_first[blocks])
+  const u64* chunk_first;  // blocks + 1: a chunked block row's first slice in chunk_counts
+  u32* chunk_counts;     // d per chunk: count pass, its rows' entries; fill pass, its first place past the row's start
+  u64 task_bound;        // at least the number of tasks (the grid's extent)
   u32* row_count;        // count pass: entries per logical row
   const u32* row_start;  // fill pass: exclusive scan of row_count
   I* row_out;            // COO (null for CSR)
@@ -72,16 +94,26 @@ __global__ void __launch_bounds__(extract_row_threads) extract_rows_kernel(RowAr
   I* stage_col = reinterpret_cast<I*>(stage_all + warp * extract_stage_bytes);
   Out* stage_val = reinterpret_cast<Out*>(stage_all + warp * extract_stage_bytes + cap * sizeof(I));
   const u32 b = a.b, d = 1u << b, cells = 1u << (2 * b);
-  for (u64 q = u64(blockIdx.x) * warps + warp; q < a.blocks; q += u64(gridDim.x) * warps) {
+  const u64 tasks = a.task_first[a.blocks];
+  for (u64 t = u64(blockIdx.x) * warps + warp; t < a.task_bound && t < tasks; t += u64(gridDim.x) * warps) {
+    const u64 q = a.task_q[t];
     const u64 r0 = q << b;
     const u32 nr = static_cast<u32>(a.rows - r0 < d ? a.rows - r0 : d);
-    for (u32 r = lane; r < d; r += 32) slot[r] = Fill && r < nr ? a.row_start[r0 + r] : 0;
-    // CSR fill, plain state: a block row too long to assemble whole goes by
-    // windows of rows that fit (a leaf stores its entries row-major, so a
-    // window's entries are one range of each leaf); a single row longer than
-    // the stage is written straight. Otherwise one window, the block row.
-    const bool windowed =
-        Fill && a.stage_ok && !a.row_out && !a.transposed && a.row_start[r0 + nr] - a.row_start[r0] > cap;
+    const u64 task0 = a.task_first[q];
+    const bool chunked = a.task_first[q + 1] - task0 > 1;
+    u32* chunk_slice = chunked ? a.chunk_counts + (a.chunk_first[q] + (t - task0)) * d : nullptr;
+    const u32 i_begin = chunked ? a.first[q] + static_cast<u32>(t - task0) * extract_chunk_items : a.first[q];
+    const u32 i_end = chunked ? min(a.first[q + 1], i_begin + extract_chunk_items) : a.first[q + 1];
+    for (u32 r = lane; r < d; r += 32)
+      slot[r] = Fill && r < nr ? a.row_start[r0 + r] + (chunked ? chunk_slice[r] : 0) : 0;
+    // CSR fill, plain state, one task for the block row: a block row too long
+    // to assemble whole goes by windows of rows that fit (a leaf stores its
+    // entries row-major, so a window's entries are one range of each leaf); a
+    // single row longer than the stage is written straight, and so is a block
+    // row of more than extract_max_windows stages. Otherwise one window.
+    const u32 row_total = Fill ? a.row_start[r0 + nr] - a.row_start[r0] : 0;
+    const bool windowed = Fill && a.stage_ok && !a.row_out && !a.transposed && !chunked && row_total > cap &&
+                          row_total <= extract_max_windows * cap;
     u32 w0 = 0, w1 = nr, place0 = 0;
     bool staged = false;
     __syncwarp();
@@ -129,8 +161,8 @@ __global__ void __launch_bounds__(extract_row_threads) extract_rows_kernel(RowAr
         place0 = a.row_start[r0 + w0];
         total = a.row_start[r0 + w1] - place0;
       }
-      staged = Fill && a.stage_ok && !a.row_out && total <= cap;
-      for (u32 i = a.first[q]; i < a.first[q + 1]; ++i) {
+      staged = Fill && a.stage_ok && !a.row_out && !chunked && total <= cap;
+      for (u32 i = i_begin; i < i_end; ++i) {
         const u32 id = a.leaf[i];
         const u32 k = a.item_node ? a.item_node[id] : id;
         const NodeRef ref = a.f.ref[k];
@@ -225,10 +257,46 @@ __global__ void __launch_bounds__(extract_row_threads) extract_rows_kernel(RowAr
         }
       __syncwarp();  // the stage is reused by the next window
       w0 = w1;
-    } while (w0 < nr);
+    } while (windowed && w0 < nr);
     if (!Fill)
-      for (u32 r = lane; r < nr; r += 32) a.row_count[r0 + r] = slot[r];
+      for (u32 r = lane; r < nr; r += 32) (chunked ? chunk_slice[r] : a.row_count[r0 + r]) = slot[r];
     __syncwarp();  // slot is reused by the next block row
+  }
+}
+
+// Per block row: its tasks (one, or a chunk per extract_chunk_items items
+// where it has more) and, chunked, its slices of chunk_counts; 0 at blocks.
+__global__ void task_count_kernel(const u32* first, u64 blocks, u64* tasks, u64* chunks) {
+  for (u64 q = blockIdx.x * u64(blockDim.x) + threadIdx.x; q <= blocks; q += u64(gridDim.x) * blockDim.x) {
+    const u32 m = q < blocks ? first[q + 1] - first[q] : 0;
+    const u64 t = m > extract_chunk_items ? (m + extract_chunk_items - 1) / extract_chunk_items : 1;
+    tasks[q] = q < blocks ? t : 0;
+    chunks[q] = t > 1 ? t : 0;
+  }
+}
+
+__global__ void task_emit_kernel(const u64* task_first, u64 blocks, u32* task_q) {
+  for (u64 q = blockIdx.x * u64(blockDim.x) + threadIdx.x; q < blocks; q += u64(gridDim.x) * blockDim.x)
+    for (u64 t = task_first[q]; t < task_first[q + 1]; ++t) task_q[t] = static_cast<u32>(q);
+}
+
+// Per row of a chunked block row: its chunks' counts become exclusive
+// prefixes (each chunk's first place past the row's start), and the row's
+// count their sum.
+__global__ void chunk_prefix_kernel(const u64* task_first, const u64* chunk_first, u64 rows, u32 b, u32* chunk_counts,
+                                    u32* row_count) {
+  const u32 d = 1u << b;
+  for (u64 r = blockIdx.x * u64(blockDim.x) + threadIdx.x; r < rows; r += u64(gridDim.x) * blockDim.x) {
+    const u64 q = r >> b, m = task_first[q + 1] - task_first[q];
+    if (m <= 1) continue;
+    u32* c = chunk_counts + chunk_first[q] * d + (r & (d - 1));
+    u32 sum = 0;
+    for (u64 j = 0; j < m; ++j) {
+      const u32 here = c[j * d];
+      c[j * d] = sum;
+      sum += here;
+    }
+    row_count[r] = sum;
   }
 }
 

@@ -220,6 +220,21 @@ TEST(ConvertGpu, LongBlockRows) {
   };
   wide_case("scattered, wide, d 128", random_coo<double>(20000, 20000, 400000, rng), default_node_size);
   wide_case("scattered, wide, d 16", random_coo<double>(3000, 3000, 60000, rng), 16);
+  // Block rows of more items than one task takes (extract_rows.cuh's chunks):
+  // two dense rows of one block row across 1 250 leaf columns at d 16, plain
+  // and beside COOW nodes.
+  auto with_dense_rows = [&](Coo<double> c) {
+    for (index_t j = 0; j < c.cols; j += 3) c.push(7, j, 0.25);
+    for (index_t j = 1; j < c.cols; j += 2) c.push(9, j, -1.5);
+    return c;
+  };
+  check_input("dense rows across 1 250 leaf columns, d 16", with_dense_rows(band(20000, 3, 40)), {16, false}, rng,
+              stream.get());
+  wide_case("dense rows beside COOW nodes, d 16", with_dense_rows(random_coo<double>(20000, 20000, 60000, rng)), 16);
+  // A block row of more stages than windows take (12 800 entries in at most
+  // 128 leaves): written straight.
+  check_input("block rows of 12 800 entries, d 128", band(20000, 100, 8000), {default_node_size, false}, rng,
+              stream.get());
 }
 
 // Scattered entries in large sparse matrices: the builder's rule makes COOW (wide) nodes.
