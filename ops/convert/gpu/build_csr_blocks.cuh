@@ -32,6 +32,7 @@ inline constexpr int csr_block_threads = 256;
 inline constexpr u32 csr_small_items = 4;
 inline constexpr u32 csr_block_items = 16;
 inline constexpr u32 csr_block_capacity = csr_block_threads * csr_block_items;
+static_assert(csr_block_capacity == csr_block_capacity_entries, "the warp scout checks the block kernels' capacity");
 
 
 // One block row per iteration. Entries are loaded blocked (thread t holds

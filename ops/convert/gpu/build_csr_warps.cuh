@@ -21,6 +21,7 @@
 namespace hisparse::ops::convert_detail {
 
 inline constexpr int csr_warp_threads = 256;
+inline constexpr u32 csr_block_capacity_entries = 4096;  // build_csr_blocks.cuh's csr_block_capacity
 inline constexpr u32 csr_warp_span = 512;  // leaf columns a warp's block row may span
 inline constexpr u32 csr_span_words = csr_warp_span / 64;
 
@@ -126,6 +127,9 @@ __global__ void __launch_bounds__(csr_warp_threads) csr_warp_rows_kernel(CsrBloc
           for (u32 q = 0; q < csr_span_words; ++q) a.present[s * csr_span_words + q] = 0;
           a.cmin[s] = 0;
           if (m) atomicAdd(a.totals + 1, static_cast<unsigned long long>(m));
+          // Past the block kernels' capacity too: the general path, known now
+          // (before a block pass over every other block row finds it).
+          if (m > csr_block_capacity_entries) atomicOr(a.fallback, 1u);
         }
         __syncwarp();
         continue;

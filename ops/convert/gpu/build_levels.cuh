@@ -18,14 +18,23 @@ DeviceMatrix<V> build_from_sorted(WorkMemory& w, SortedEntries<V> s, const Shape
   entry_heads_kernel<<<blocks_for(n), 256, 0, st>>>(s.R.get(), s.loc.get(), n, head.get());
   exclusive_sum(w, head.get(), pos.get(), n);
   const u64 U = u64{read_back(w, pos.get() + n - 1, "read distinct count")} + read_back(w, head.get() + n - 1, "read");
-  Array<u64> uR(w, U), uloc(w, U);
-  Array<V> uval(w, U);
-  sum_duplicates_kernel<V><<<blocks_for(n), 256, 0, st>>>(s.R.get(), s.loc.get(), s.val.get(), head.get(), pos.get(),
-                                                          n, uR.get(), uloc.get(), uval.get());
-  w.check_launch("duplicates kernel");
-  s = SortedEntries<V>{};
+  Array<u64> uR, uloc;
+  Array<V> uval;
+  if (U == n) {  // no duplicates (every CSR with sorted rows): the sorted arrays are the distinct ones
+    uR = std::move(s.R);
+    uloc = std::move(s.loc);
+    uval = std::move(s.val);
+  } else {
+    uR = Array<u64>(w, U);
+    uloc = Array<u64>(w, U);
+    uval = Array<V>(w, U);
+    sum_duplicates_kernel<V><<<blocks_for(n), 256, 0, st>>>(s.R.get(), s.loc.get(), s.val.get(), head.get(),
+                                                            pos.get(), n, uR.get(), uloc.get(), uval.get());
+    w.check_launch("duplicates kernel");
+  }
   head.release();
   pos.release();
+  s = SortedEntries<V>{};
   w.phase("duplicates summed");
 
   // Leaves, in (R, C) order, then sorted by tree key.
