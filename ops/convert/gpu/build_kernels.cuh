@@ -240,6 +240,23 @@ __global__ void level_heads_kernel(const u64* key_lo, const u64* key_hi, u64 lea
                   ? 1u : 0u;
 }
 
+// The same for the nodes of the level below (their first leaves' keys): a
+// level above depth-2 groups nodes, not leaves.
+__global__ void level_heads_of_nodes_kernel(const u64* key_lo, const u64* key_hi, const u32* below_first_leaf,
+                                            u64 below, u32 shift, u32* head) {
+  for (u64 j = blockIdx.x * u64(blockDim.x) + threadIdx.x; j < below; j += u64(gridDim.x) * blockDim.x)
+    head[j] = (j == 0 || tree_key_at(key_lo, key_hi, below_first_leaf[j]).shr(shift) !=
+                             tree_key_at(key_lo, key_hi, below_first_leaf[j - 1]).shr(shift))
+                  ? 1u : 0u;
+}
+
+// first_leaf[i] = the first leaf of node i's first child; first_leaf[nodes] = leaves.
+__global__ void first_leaf_of_nodes_kernel(const u32* first_child, const u32* below_first_leaf, u64 nodes, u64 leaves,
+                                           u32* first_leaf) {
+  for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i <= nodes; i += u64(gridDim.x) * blockDim.x)
+    first_leaf[i] = i < nodes ? below_first_leaf[first_child[i]] : static_cast<u32>(leaves);
+}
+
 // node_of: inclusive scan of the heads (node index + 1 of every leaf).
 // first_leaf[i]: node i's first leaf; first_leaf[nodes] = leaves.
 __global__ void level_nodes_kernel(const u32* node_of, u64 leaves, u32* first_leaf) {
@@ -251,9 +268,8 @@ __global__ void level_nodes_kernel(const u32* node_of, u64 leaves, u32* first_le
 
 struct LevelInput {
   u64 nodes;
-  const u32* first_leaf;     // nodes + 1
-  const u32* child_node_of;  // node_of of the level below; null: the children are the leaves
-  u64 children;              // nodes of the level below
+  const u32* first_child;  // nodes + 1: each node's first child (a leaf at depth-2, else a node of the level below)
+  u64 children;            // nodes of the level below (or leaves)
   u32 log2_d;
   // COOW (level depth-2 of a wide pool): per leaf, exclusive scans of entry
   // counts and node bytes in tree order (leaves + 1 each); null: no COOW.
@@ -268,16 +284,14 @@ struct LevelInput {
 __global__ void inner_choice_kernel(LevelInput in, u32* first_child, std::uint8_t* type, u64* bytes,
                                     u32* child_parent) {
   for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i < in.nodes; i += u64(gridDim.x) * blockDim.x) {
-    const u32 f0 = in.first_leaf[i], f1 = in.first_leaf[i + 1];
-    const u32 c0 = in.child_node_of ? in.child_node_of[f0] - 1 : f0;
-    const u32 c1 = i + 1 == in.nodes ? static_cast<u32>(in.children) : (in.child_node_of ? in.child_node_of[f1] - 1 : f1);
+    const u32 c0 = in.first_child[i], c1 = in.first_child[i + 1];
     first_child[i] = c0;
     if (i + 1 == in.nodes) first_child[in.nodes] = static_cast<u32>(in.children);
     for (u32 c = c0; c < c1; ++c) child_parent[c] = static_cast<u32>(i);
     NodeChoice ch = choose_node(c1 - c0, in.log2_d, false, sizeof(NodeRef));
     if (in.entry_scan) {
-      const u64 entries = in.entry_scan[f1] - in.entry_scan[f0];
-      const u64 standard = ch.bytes + in.leaf_bytes_scan[f1] - in.leaf_bytes_scan[f0];
+      const u64 entries = in.entry_scan[c1] - in.entry_scan[c0];  // (the children are leaves here)
+      const u64 standard = ch.bytes + in.leaf_bytes_scan[c1] - in.leaf_bytes_scan[c0];
       if (entries <= 0xFFFFFFFFull) {
         const u64 wide = coow_layout64(entries, in.value_bytes).bytes;  // 64 bits: see the builder
         if (wide <= standard) ch = NodeChoice{NodeType::coow, wide};

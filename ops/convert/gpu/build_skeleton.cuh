@@ -90,27 +90,37 @@ void plan_skeleton(WorkMemory& w, Skeleton& k, const BuildOptions& options) {
     exclusive_sum(w, k.lbytes.get(), leaf_bytes_scan.get(), NL + 1);
   }
   k.lv = std::vector<Level>(L > 0 ? L - 1 : 0);
-  Array<u32> below_node_of;  // node_of of level l + 1 (empty: the leaves)
-  u64 below_nodes = NL;
+  // Level depth-2 groups the leaves; each level above groups the nodes of the
+  // one below (far fewer than leaves: R-MAT 2^22 has ~50 M leaves and 65 536
+  // nodes at depth-2), by their first leaves' keys.
   for (u32 l = L - 1; l-- > 0;) {
     Level& v = k.lv[l];
-    Array<u32> node_of(w, NL);
+    const bool over_leaves = l == L - 2;
+    const u64 below = over_leaves ? NL : k.lv[l + 1].nodes;
+    const u32* below_first_leaf = over_leaves ? nullptr : k.lv[l + 1].first_leaf.get();
+    Array<u32> node_of(w, below);
     {
-      Array<u32> h(w, NL);
-      level_heads_kernel<<<blocks_for(NL), 256, 0, st>>>(k.klo.get(), k.key_hi ? k.khi.get() : nullptr, NL,
-                                                         2 * b * (L - 1 - l), h.get());
-      inclusive_sum(w, h.get(), node_of.get(), NL);
+      Array<u32> h(w, below);
+      const u32 shift = 2 * b * (L - 1 - l);
+      if (over_leaves)
+        level_heads_kernel<<<blocks_for(NL), 256, 0, st>>>(k.klo.get(), k.key_hi ? k.khi.get() : nullptr, NL, shift,
+                                                           h.get());
+      else
+        level_heads_of_nodes_kernel<<<blocks_for(below), 256, 0, st>>>(
+            k.klo.get(), k.key_hi ? k.khi.get() : nullptr, below_first_leaf, below, shift, h.get());
+      inclusive_sum(w, h.get(), node_of.get(), below);
     }
-    v.nodes = read_back(w, node_of.get() + NL - 1, "read level size");
-    v.first_leaf = Array<u32>(w, v.nodes + 1);
-    level_nodes_kernel<<<blocks_for(NL), 256, 0, st>>>(node_of.get(), NL, v.first_leaf.get());
+    v.nodes = read_back(w, node_of.get() + below - 1, "read level size");
+    // first_below: each node's first leaf (depth-2) or first child (above).
+    Array<u32> first_below(w, v.nodes + 1);
+    level_nodes_kernel<<<blocks_for(below), 256, 0, st>>>(node_of.get(), below, first_below.get());
     v.first_child = Array<u32>(w, v.nodes + 1);
-    v.child_parent = Array<u32>(w, below_nodes);
+    v.child_parent = Array<u32>(w, below);
     v.type = Array<std::uint8_t>(w, v.nodes);
     v.bytes = Array<u64>(w, v.nodes + 1);
     cuda_check(cudaMemsetAsync(v.bytes.get(), 0, (v.nodes + 1) * sizeof(u64), st), "cudaMemsetAsync");
-    const bool coow_level = wide && l == L - 2;
-    LevelInput in{v.nodes, v.first_leaf.get(), below_node_of.size() ? below_node_of.get() : nullptr, below_nodes, b,
+    const bool coow_level = wide && over_leaves;
+    LevelInput in{v.nodes, first_below.get(), below, b,
                   coow_level ? k.entry_scan.get() : nullptr, coow_level ? leaf_bytes_scan.get() : nullptr, sizeof(V)};
     inner_choice_kernel<<<blocks_for(v.nodes), 256, 0, st>>>(in, v.first_child.get(), v.type.get(), v.bytes.get(),
                                                             v.child_parent.get());
@@ -118,10 +128,15 @@ void plan_skeleton(WorkMemory& w, Skeleton& k, const BuildOptions& options) {
     if (coow_level)
       drop_leaves_kernel<<<blocks_for(NL), 256, 0, st>>>(v.child_parent.get(), v.type.get(), NL, k.ltype.get(),
                                                          k.lbytes.get());
-    below_node_of = std::move(node_of);
-    below_nodes = v.nodes;
+    if (over_leaves) {
+      v.first_leaf = std::move(first_below);
+    } else {
+      v.first_leaf = Array<u32>(w, v.nodes + 1);
+      first_leaf_of_nodes_kernel<<<blocks_for(v.nodes + 1), 256, 0, st>>>(v.first_child.get(), below_first_leaf,
+                                                                          v.nodes, NL, v.first_leaf.get());
+      w.check_launch("first leaf kernel");
+    }
   }
-  below_node_of.release();
   leaf_bytes_scan.release();
   w.phase("upper levels");
 
