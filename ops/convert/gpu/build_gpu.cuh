@@ -26,12 +26,14 @@ namespace hisparse::ops::convert_detail {
 
 inline constexpr unsigned long long no_bad = ~0ull;
 
-// Sorted distinct-or-not entries: (R, loc) keys and values in sort order.
+// Sorted distinct-or-not entries: (R, loc) keys and values in sort order,
+// which is tree order (the leaves in the pool's order) where tree_order.
 template <class V>
 struct SortedEntries {
   Array<u64> R, loc;
   Array<V> val;
   u64 n = 0;
+  bool tree_order = false;
 };
 
 inline Array<unsigned long long> bad_flag(WorkMemory& w) {
@@ -65,30 +67,44 @@ unsigned long long sort_entries(WorkMemory& w, const EntryArrays<V, RI, CI>& in,
   const u32 rb = in.rows ? bit_width_of((in.rows - 1) >> b) : 0;
   const u32 loc_bits = (in.cols ? bit_width_of((in.cols - 1) >> b) : 0) + 2 * b;
   const bool one_sort = rb + loc_bits <= 64;
+  // Sorting by (tree key, place in the leaf) costs the same one sort (a few
+  // more key bits) and leaves the leaves in the pool's order: the leaves'
+  // own sort goes (perf-log C10). Where the tree key and the place pass 64
+  // bits, (R, loc) and the leaves' sort.
+  const u32 L = shape.depth, upper = L >= 2 ? L - 1 : 1;
+  const u32 cb = in.cols ? bit_width_of((in.cols - 1) >> b) : 0;
+  // The root digit pair (R's digit above C's) uses only the bits the
+  // dimensions reach: the key's highest bit follows from them.
+  const u32 below_root = 2 * b * (upper - 1), root_r = rb > b * (upper - 1) ? rb - b * (upper - 1) : 0,
+            root_c = cb > b * (upper - 1) ? cb - b * (upper - 1) : 0;
+  const u32 tree_bits = 2 * b + (root_r ? below_root + b + root_r : root_c ? below_root + root_c : below_root);
+  const bool tree = L >= 2 && tree_bits <= 64;
   auto bad = bad_flag(w);
   Array<u64> key(w, n);
   Array<u32> perm(w, n);
   coo_keys_kernel<<<blocks_for(n), 256, 0, w.stream()>>>(in.row, in.col, n, in.rows, in.cols, b, loc_bits, one_sort,
-                                                         key.get(), perm.get(), bad.get());
+                                                         tree ? upper : 0u, key.get(), perm.get(), bad.get());
   w.check_launch("keys kernel");
   const auto first_bad = read_back(w, bad.get(), "cudaMemcpyAsync(index check)");
   if (first_bad != no_bad) return first_bad;
   w.phase("keys and checks");
   Array<u64> key2(w, n);
   Array<u32> perm2(w, n);
-  radix_sort_pairs(w, key.get(), key2.get(), perm.get(), perm2.get(), n, one_sort ? rb + loc_bits : loc_bits);
+  radix_sort_pairs(w, key.get(), key2.get(), perm.get(), perm2.get(), n,
+                   static_cast<int>(tree ? tree_bits : one_sort ? rb + loc_bits : loc_bits));
   w.phase("radix sort");
   SortedEntries<V>& s = out;
   s.n = n;
-  if (one_sort) {
+  s.tree_order = tree;
+  if (tree || one_sort) {
     key.release();
     perm.release();
     s.R = Array<u64>(w, n);
     s.loc = Array<u64>(w, n);
     s.val = Array<V>(w, n);
     sorted_entries_kernel<RI, CI, V><<<blocks_for(n), 256, 0, w.stream()>>>(
-        key2.get(), true, loc_bits, nullptr, in.row, in.col, b, perm2.get(), in.val, n, s.R.get(), s.loc.get(),
-        s.val.get());
+        key2.get(), true, loc_bits, tree ? upper : 0u, nullptr, in.row, in.col, b, perm2.get(), in.val, n, s.R.get(),
+        s.loc.get(), s.val.get());
     w.check_launch("sorted entries kernel");
     w.phase("sorted entries");
     return no_bad;
@@ -104,8 +120,8 @@ unsigned long long sort_entries(WorkMemory& w, const EntryArrays<V, RI, CI>& in,
   s.loc = Array<u64>(w, n);
   s.val = Array<V>(w, n);
   sorted_entries_kernel<RI, CI, V><<<blocks_for(n), 256, 0, w.stream()>>>(
-      nullptr, false, loc_bits, rows_sorted.get(), in.row, in.col, b, perm.get(), in.val, n, s.R.get(), s.loc.get(),
-      s.val.get());
+      nullptr, false, loc_bits, 0u, rows_sorted.get(), in.row, in.col, b, perm.get(), in.val, n, s.R.get(),
+      s.loc.get(), s.val.get());
   w.check_launch("sorted entries kernel");
   w.phase("sorted entries");
   return no_bad;

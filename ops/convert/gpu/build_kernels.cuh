@@ -68,12 +68,41 @@ __device__ inline u64 local_key(u64 r, u64 c, u32 b) {
   return ((c >> b) << (2 * b)) | ((r & m) << b) | (c & m);
 }
 
+// The tree key of leaf block (R, C): their digits interleaved over the
+// upper levels, root first (hi: the bits past 64).
+__device__ inline void leaf_tree_key(u64 br, u64 bc, u32 b, u32 upper_levels, u64& hi, u64& lo) {
+  const u64 m = (u64{1} << b) - 1;
+  hi = 0;
+  lo = 0;
+  for (u32 l = 0; l < upper_levels; ++l) {
+    const u32 s = b * (upper_levels - 1 - l);
+    const u64 pair = (((br >> s) & m) << b) | ((bc >> s) & m);
+    hi = (hi << (2 * b)) | (lo >> (64 - 2 * b));
+    lo = (lo << (2 * b)) | pair;
+  }
+}
+
+// Its inverse for a key of at most 64 bits.
+__device__ inline void leaf_of_tree_key(u64 lo, u32 b, u32 upper_levels, u64& br, u64& bc) {
+  const u64 m = (u64{1} << b) - 1;
+  br = 0;
+  bc = 0;
+  for (u32 l = 0; l < upper_levels; ++l) {
+    const u64 pair = lo >> (2 * b * (upper_levels - 1 - l));
+    br = (br << b) | ((pair >> b) & m);
+    bc = (bc << b) | (pair & m);
+  }
+}
+
 // COO: checks every index (bad = smallest bad entry) and writes the sort key
 // and the identity permutation. With rows_in_key, the key is (R << loc_bits)
-// | loc (one sort); else loc alone (a second sort by R follows).
+// | loc (one sort); else loc alone (a second sort by R follows). With
+// tree_levels > 0 (where it fits 64 bits), the key is the leaf's tree key
+// (over tree_levels upper levels) << 2b | the entry's place in its leaf: one
+// sort leaves the leaves in the pool's order, so they need no sort of their own.
 template <class RI, class CI>
 __global__ void coo_keys_kernel(const RI* row, const CI* col, u64 n, u64 rows, u64 cols, u32 b, u32 loc_bits,
-                                bool rows_in_key, u64* key, u32* perm, unsigned long long* bad) {
+                                bool rows_in_key, u32 tree_levels, u64* key, u32* perm, unsigned long long* bad) {
   for (u64 e = blockIdx.x * u64(blockDim.x) + threadIdx.x; e < n; e += u64(gridDim.x) * blockDim.x) {
     const RI r = row[e];
     const CI c = col[e];
@@ -84,6 +113,12 @@ __global__ void coo_keys_kernel(const RI* row, const CI* col, u64 n, u64 rows, u
       continue;
     }
     const u64 loc = local_key(static_cast<u64>(r), static_cast<u64>(c), b);
+    if (tree_levels > 0) {
+      u64 hi, lo;
+      leaf_tree_key(static_cast<u64>(r) >> b, static_cast<u64>(c) >> b, b, tree_levels, hi, lo);
+      key[e] = (lo << (2 * b)) | (loc & ((u64{1} << (2 * b)) - 1));
+      continue;
+    }
     key[e] = rows_in_key ? ((static_cast<u64>(r) >> b) << loc_bits) | loc : loc;
   }
 }
@@ -108,13 +143,18 @@ __global__ void mark_row_starts_kernel(const I* row_ptr, u64 rows, u64* row_of) 
 // After the sort: every entry's (R, loc) and value in sorted order, from a
 // combined key (rows_in_key) or from the second sort's keys (sorted_R).
 template <class RI, class CI, class V>
-__global__ void sorted_entries_kernel(const u64* sorted_key, bool rows_in_key, u32 loc_bits, const u64* sorted_R,
-                                      const RI* row, const CI* col, u32 b, const u32* perm, const V* val, u64 n,
-                                      u64* R_out, u64* loc_out, V* val_out) {
+__global__ void sorted_entries_kernel(const u64* sorted_key, bool rows_in_key, u32 loc_bits, u32 tree_levels,
+                                      const u64* sorted_R, const RI* row, const CI* col, u32 b, const u32* perm,
+                                      const V* val, u64 n, u64* R_out, u64* loc_out, V* val_out) {
   for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i < n; i += u64(gridDim.x) * blockDim.x) {
     const u32 e = perm[i];
     u64 R, loc;
-    if (rows_in_key) {
+    if (tree_levels > 0) {
+      const u64 k = sorted_key[i];
+      u64 C;
+      leaf_of_tree_key(k >> (2 * b), b, tree_levels, R, C);
+      loc = (C << (2 * b)) | (k & ((u64{1} << (2 * b)) - 1));
+    } else if (rows_in_key) {
       const u64 k = sorted_key[i];
       R = loc_bits >= 64 ? 0 : k >> loc_bits;
       loc = loc_bits >= 64 ? k : k & ((u64{1} << loc_bits) - 1);
@@ -133,6 +173,15 @@ __global__ void sorted_entries_kernel(const u64* sorted_key, bool rows_in_key, u
 __global__ void entry_heads_kernel(const u64* R, const u64* loc, u64 n, u32* head) {
   for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i < n; i += u64(gridDim.x) * blockDim.x)
     head[i] = (i == 0 || R[i] != R[i - 1] || loc[i] != loc[i - 1]) ? 1u : 0u;
+}
+
+// 1 in *any where two neighbours of the sorted entries are one position.
+__global__ void any_duplicate_kernel(const u64* R, const u64* loc, u64 n, unsigned* any) {
+  for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x + 1; i < n; i += u64(gridDim.x) * blockDim.x)
+    if (R[i] == R[i - 1] && loc[i] == loc[i - 1]) {
+      atomicOr(any, 1u);
+      return;
+    }
 }
 
 // One thread per distinct entry sums its run in input order (as the host
@@ -156,21 +205,7 @@ __global__ void leaf_heads_kernel(const u64* R, const u64* loc, u64 n, u32 b, u3
     head[i] = (i == 0 || R[i] != R[i - 1] || (loc[i] >> (2 * b)) != (loc[i - 1] >> (2 * b))) ? 1u : 0u;
 }
 
-// The tree key of leaf block (R, C): their digits interleaved over the
-// upper levels, root first (hi: the bits past 64).
-__device__ inline void leaf_tree_key(u64 br, u64 bc, u32 b, u32 upper_levels, u64& hi, u64& lo) {
-  const u64 m = (u64{1} << b) - 1;
-  hi = 0;
-  lo = 0;
-  for (u32 l = 0; l < upper_levels; ++l) {
-    const u32 s = b * (upper_levels - 1 - l);
-    const u64 pair = (((br >> s) & m) << b) | ((bc >> s) & m);
-    hi = (hi << (2 * b)) | (lo >> (64 - 2 * b));
-    lo = (lo << (2 * b)) | pair;
-  }
-}
-
-// Leaf q (in (R, C) order): its first entry and its tree key. leaf_of holds
+// Leaf q (in (R, C) order, or tree order where the entries were sorted so): its first entry and its tree key. leaf_of holds
 // the inclusive scan of the leaf heads (leaf index + 1).
 __global__ void leaves_kernel(const u64* R, const u64* loc, const u32* leaf_of, u64 n, u32 b, u32 upper_levels,
                               u32* leaf_start, u64* key_lo, u64* key_hi) {

@@ -12,19 +12,31 @@ DeviceMatrix<V> build_from_sorted(WorkMemory& w, SortedEntries<V> s, const Shape
   const cudaStream_t st = w.stream();
   const u32 b = shape.log2_node_size, L = shape.depth;
   const u64 n = s.n;
+  const bool tree_order = s.tree_order;
 
-  // 2. Distinct entries, duplicates summed in input order.
-  Array<u32> head(w, n), pos(w, n);
-  entry_heads_kernel<<<blocks_for(n), 256, 0, st>>>(s.R.get(), s.loc.get(), n, head.get());
-  exclusive_sum(w, head.get(), pos.get(), n);
-  const u64 U = u64{read_back(w, pos.get() + n - 1, "read distinct count")} + read_back(w, head.get() + n - 1, "read");
+  // 2. Distinct entries, duplicates summed in input order. Most inputs have
+  // none (every CSR with sorted rows): one flag finds that, and the sorted
+  // arrays are the distinct ones.
+  bool duplicates = false;
+  {
+    Array<unsigned> any(w, 1);
+    cuda_check(cudaMemsetAsync(any.get(), 0, sizeof(unsigned), st), "cudaMemsetAsync");
+    any_duplicate_kernel<<<blocks_for(n), 256, 0, st>>>(s.R.get(), s.loc.get(), n, any.get());
+    w.check_launch("duplicate check kernel");
+    duplicates = read_back(w, any.get(), "read duplicate check") != 0;
+  }
+  u64 U = n;
   Array<u64> uR, uloc;
   Array<V> uval;
-  if (U == n) {  // no duplicates (every CSR with sorted rows): the sorted arrays are the distinct ones
+  if (!duplicates) {
     uR = std::move(s.R);
     uloc = std::move(s.loc);
     uval = std::move(s.val);
   } else {
+    Array<u32> head(w, n), pos(w, n);
+    entry_heads_kernel<<<blocks_for(n), 256, 0, st>>>(s.R.get(), s.loc.get(), n, head.get());
+    exclusive_sum(w, head.get(), pos.get(), n);
+    U = u64{read_back(w, pos.get() + n - 1, "read distinct count")} + read_back(w, head.get() + n - 1, "read");
     uR = Array<u64>(w, U);
     uloc = Array<u64>(w, U);
     uval = Array<V>(w, U);
@@ -32,12 +44,10 @@ DeviceMatrix<V> build_from_sorted(WorkMemory& w, SortedEntries<V> s, const Shape
                                                             pos.get(), n, uR.get(), uloc.get(), uval.get());
     w.check_launch("duplicates kernel");
   }
-  head.release();
-  pos.release();
   s = SortedEntries<V>{};
   w.phase("duplicates summed");
 
-  // Leaves, in (R, C) order, then sorted by tree key.
+  // Leaves, in (R, C) order, then sorted by tree key (or in tree order already).
   Array<u32> leaf_of(w, U);
   {
     Array<u32> lhead(w, U);
@@ -59,7 +69,13 @@ DeviceMatrix<V> build_from_sorted(WorkMemory& w, SortedEntries<V> s, const Shape
   w.check_launch("leaves kernel");
   w.phase("leaf heads");
   {
-    Array<u32> lperm = sort_leaves(w, k);
+    Array<u32> lperm;
+    if (tree_order) {  // the entries' sort left the leaves in the pool's order
+      lperm = Array<u32>(w, NL);
+      iota_kernel<<<blocks_for(NL), 256, 0, st>>>(lperm.get(), NL);
+    } else {
+      lperm = sort_leaves(w, k);
+    }
     Array<u32> counts(w, NL);
     leaf_counts_kernel<<<blocks_for(NL), 256, 0, st>>>(leaf_start.get(), NL, counts.get());
     choose_leaves<V>(w, k, lperm.get(), counts.get());
