@@ -10,10 +10,12 @@
 // repeats the block sort and writes every entry straight into its leaf. The
 // CSR is read twice and the pool written once: no per-entry work arrays.
 //
-// Anything else (an unsorted row, a duplicate, a bad index, a block row over
-// the capacity or spanning over 2^(31-b) leaf columns, a pool with COOW
-// nodes) returns nothing, and the caller takes
-// the general path, which handles it all (and words the errors).
+// A block row too long for a block and too wide for a warp (a dense row)
+// takes the long-row path (build_csr_long_rows.cuh): its entries alone sorted.
+// Anything else (an unsorted row, a duplicate, a bad index, a block row
+// spanning over 2^(31-b) leaf columns, a pool with COOW nodes) returns
+// nothing, and the caller takes the general path, which handles it all (and
+// words the errors).
 #include <cub/block/block_discontinuity.cuh>
 #include <cub/block/block_radix_sort.cuh>
 #include <cub/block/block_reduce.cuh>
@@ -21,6 +23,7 @@
 
 #include <optional>
 
+#include "build_csr_long_rows.cuh"
 #include "build_csr_warps.cuh"
 #include "build_skeleton.cuh"
 
@@ -211,12 +214,19 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   Array<u32> seg_base(w, segments);
   Array<std::uint8_t> taken(w, segments);
   Array<u64> seg_cmin(w, segments), seg_present(w, segments * csr_span_words);
+  // Long block rows have more than csr_block_capacity entries each.
+  const u64 long_cap = n / csr_block_capacity + 1;
+  Array<u32> long_rows(w, long_cap);
+  Array<unsigned long long> long_count(w, 1);
+  cuda_check(cudaMemsetAsync(long_count.get(), 0, sizeof(unsigned long long), st), "cudaMemsetAsync");
   CsrBlockArgs<V, I> a{in.row_ptr, in.col, in.val, in.rows, in.cols, segments, b, L - 1,
                        fallback.get(), counter.get(), seg_base.get(), nullptr, nullptr, nullptr,
                        totals.get(), taken.get(), seg_cmin.get(), seg_present.get(),
-                       nullptr, nullptr, nullptr, nullptr, 0, nullptr};
+                       nullptr, nullptr, nullptr, nullptr, 0, nullptr,
+                       long_rows.get(), long_count.get(), long_cap};
   launch_csr_warp_rows<V, I, CsrWarpPass::scout>(w, a);
   if (read_back(w, fallback.get(), "read CSR fallback") != 0) return std::nullopt;
+  const u64 n_long = read_back(w, long_count.get(), "read long block rows");
   // Room for the warp kernel's leaves and a leaf per entry of the other block rows.
   const u64 room = read_back(w, totals.get(), "read CSR leaf totals") + read_back(w, totals.get() + 1, "read CSR leaf totals");
   w.phase("CSR rows scouted");
@@ -227,6 +237,8 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   a.leaf_key_hi = k.key_hi ? k.khi.get() : nullptr;
   a.leaf_count = count_by_leaf.get();
   launch_csr_block_rows<V, I, false>(w, a);
+  LongRows long_part;
+  if (n_long > 0 && !long_rows_leaves(w, a, long_rows.get(), n_long, long_part)) return std::nullopt;
   if (read_back(w, fallback.get(), "read CSR fallback") != 0) return std::nullopt;
   k.NL = read_back(w, counter.get(), "read leaf count");
   w.phase("CSR block rows: leaves");
@@ -248,6 +260,7 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   a.leaf_base = k.leaf_base;
   a.pool = pool.as<std::byte>();
   launch_csr_block_rows<V, I, true>(w, a);
+  long_rows_fill(w, a, long_part);
   w.phase("CSR block rows: fill");
   const NodeRef root = finish_pool<V>(w, k, pool.as<std::byte>(), options);
   if (stats) {

@@ -42,7 +42,7 @@ struct CsrBlockArgs {
   u32* leaf_count;
   // the warp kernel's block rows, per block row (its scout writes them)
   unsigned long long* totals;  // the scout's: leaves of its block rows, entries of the others
-  std::uint8_t* taken;  // 1 where the warp kernel builds it (or it has no entries)
+  std::uint8_t* taken;  // 1 where the warp kernel builds it (or it has no entries), 2 for a long block row
   u64* cmin;            // its smallest leaf column
   u64* present;         // csr_span_words per block row: bit j = leaf column cmin + j has entries
   // pass 2
@@ -52,6 +52,11 @@ struct CsrBlockArgs {
   const u64* loff;
   u64 leaf_base;
   std::byte* pool;
+  // the scout's list of long block rows (build_csr_long_rows.cuh): over the
+  // block kernels' capacity and the warp's span
+  u32* long_rows;
+  unsigned long long* long_count;
+  u64 long_cap;
 };
 
 // How many of the leaf columns before j (j <= csr_warp_span) have entries:
@@ -96,7 +101,7 @@ __global__ void __launch_bounds__(csr_warp_threads) csr_warp_rows_kernel(CsrBloc
   u64* present = present_all[warp];
   const u32 b = a.b, d = 1u << b;
   for (u64 s = u64(blockIdx.x) * warps + warp; s < a.segments; s += u64(gridDim.x) * warps) {
-    if (!scout && !a.taken[s]) continue;  // uniform across the warp
+    if (!scout && a.taken[s] != 1) continue;  // uniform across the warp
     const u64 r0 = s << b;
     const u32 nr = static_cast<u32>(a.rows - r0 < d ? a.rows - r0 : d);
     for (u32 i = lane; i <= nr; i += 32) rp[i] = static_cast<u64>(a.row_ptr[r0 + i]);
@@ -123,13 +128,16 @@ __global__ void __launch_bounds__(csr_warp_threads) csr_warp_rows_kernel(CsrBloc
       }
       if (m == 0 || hi - lo >= csr_warp_span) {  // no leaves, or the block kernels' case
         if (lane == 0) {
-          a.taken[s] = m == 0;
+          const bool long_row = m > csr_block_capacity_entries;  // past the block kernels' capacity too
+          a.taken[s] = m == 0 ? 1 : long_row ? 2 : 0;
           for (u32 q = 0; q < csr_span_words; ++q) a.present[s * csr_span_words + q] = 0;
           a.cmin[s] = 0;
           if (m) atomicAdd(a.totals + 1, static_cast<unsigned long long>(m));
-          // Past the block kernels' capacity too: the general path, known now
-          // (before a block pass over every other block row finds it).
-          if (m > csr_block_capacity_entries) atomicOr(a.fallback, 1u);
+          if (long_row) {
+            const unsigned long long j = atomicAdd(a.long_count, 1ull);
+            if (j < a.long_cap) a.long_rows[j] = static_cast<u32>(s);
+            else atomicOr(a.fallback, 1u);
+          }
         }
         __syncwarp();
         continue;

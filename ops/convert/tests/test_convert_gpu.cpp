@@ -220,12 +220,15 @@ TEST(ConvertGpu, LongBlockRows) {
   };
   wide_case("scattered, wide, d 128", random_coo<double>(20000, 20000, 400000, rng), default_node_size);
   wide_case("scattered, wide, d 16", random_coo<double>(3000, 3000, 60000, rng), 16);
-  // Block rows of more items than one task takes (extract_rows.cuh's chunks):
-  // two dense rows of one block row across 1 250 leaf columns at d 16, plain
+  // Block rows of more items than one task takes (extract_rows.cuh's chunks)
+  // and, built from a CSR, long block rows (build_csr_long_rows.cuh: over a
+  // block's 4 096 entries and a warp's 512 leaf columns): two dense rows of
+  // one block row and one of another across 1 250 leaf columns at d 16, plain
   // and beside COOW nodes.
   auto with_dense_rows = [&](Coo<double> c) {
     for (index_t j = 0; j < c.cols; j += 3) c.push(7, j, 0.25);
     for (index_t j = 1; j < c.cols; j += 2) c.push(9, j, -1.5);
+    for (index_t j = 2; j < c.cols; j += 4) c.push(5003, j, 3.0);
     return c;
   };
   check_input("dense rows across 1 250 leaf columns, d 16", with_dense_rows(band(20000, 3, 40)), {16, false}, rng,
