@@ -8,7 +8,8 @@
 // every entry's rank in its leaf. Pass 1 emits the leaves (tree key, entry
 // count); the leaves alone are sorted and planned (build_skeleton.cuh); pass 2
 // repeats the block sort and writes every entry straight into its leaf. The
-// CSR is read twice and the pool written once: no per-entry work arrays.
+// CSR is read twice and the pool written once: no per-entry work arrays
+// (but for long block rows' entries: build_csr_long_rows.cuh, ~48 bytes each).
 //
 // A block row too long for a block and too wide for a warp (a dense row)
 // takes the long-row path (build_csr_long_rows.cuh): its entries alone sorted.
@@ -201,7 +202,7 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   // per-block-row arrays (77 bytes each: the warp path's 512-column presence
   // masks) must stay inside convert_work_bound: at most one block row per
   // entry (plus slack) takes this path.
-  if (n == 0 || segments > n + 4096) return std::nullopt;
+  if (n == 0 || segments > n + 4096 || segments > 0xFFFFFFFFull) return std::nullopt;  // (u32 block-row lists)
   Skeleton k;
   k.b = b;
   k.L = L;
@@ -238,7 +239,10 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   a.leaf_count = count_by_leaf.get();
   launch_csr_block_rows<V, I, false>(w, a);
   LongRows long_part;
-  if (n_long > 0 && !long_rows_leaves(w, a, long_rows.get(), n_long, long_part)) return std::nullopt;
+  if (n_long > 0) {  // (not sorted for a matrix that falls back anyway)
+    if (read_back(w, fallback.get(), "read CSR fallback") != 0) return std::nullopt;
+    if (!long_rows_leaves(w, a, long_rows.get(), n_long, long_part)) return std::nullopt;
+  }
   if (read_back(w, fallback.get(), "read CSR fallback") != 0) return std::nullopt;
   k.NL = read_back(w, counter.get(), "read leaf count");
   w.phase("CSR block rows: leaves");

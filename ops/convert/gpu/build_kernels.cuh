@@ -82,7 +82,8 @@ __device__ inline void leaf_tree_key(u64 br, u64 bc, u32 b, u32 upper_levels, u6
   }
 }
 
-// Its inverse for a key of at most 64 bits.
+// Its inverse for a key of at most 64 bits (2b · upper_levels <= 64: the
+// caller, sort_entries, takes tree order only where the whole key fits).
 __device__ inline void leaf_of_tree_key(u64 lo, u32 b, u32 upper_levels, u64& br, u64& bc) {
   const u64 m = (u64{1} << b) - 1;
   br = 0;

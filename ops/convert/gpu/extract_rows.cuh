@@ -44,7 +44,8 @@ inline constexpr unsigned extract_stage_bytes = 8192;
 inline constexpr u32 extract_chunk_items = 128;
 
 // A block row is assembled in windows only up to this many stages' worth of
-// entries: every window walks all of the block row's items again.
+// entries (at most about twice as many windows: a greedy window holds more
+// than half a stage): every window walks all of the block row's items again.
 inline constexpr u32 extract_max_windows = 16;
 
 template <class I, class Out>
@@ -102,8 +103,10 @@ __global__ void __launch_bounds__(extract_row_threads) extract_rows_kernel(RowAr
     const u64 task0 = a.task_first[q];
     const bool chunked = a.task_first[q + 1] - task0 > 1;
     u32* chunk_slice = chunked ? a.chunk_counts + (a.chunk_first[q] + (t - task0)) * d : nullptr;
-    const u32 i_begin = chunked ? a.first[q] + static_cast<u32>(t - task0) * extract_chunk_items : a.first[q];
-    const u32 i_end = chunked ? min(a.first[q + 1], i_begin + extract_chunk_items) : a.first[q + 1];
+    const u64 i_begin = chunked ? a.first[q] + (t - task0) * extract_chunk_items : a.first[q];
+    const u64 i_end = chunked ? (a.first[q + 1] < i_begin + extract_chunk_items ? a.first[q + 1]
+                                                                                : i_begin + extract_chunk_items)
+                              : a.first[q + 1];
     for (u32 r = lane; r < d; r += 32)
       slot[r] = Fill && r < nr ? a.row_start[r0 + r] + (chunked ? chunk_slice[r] : 0) : 0;
     // CSR fill, plain state, one task for the block row: a block row too long
@@ -162,7 +165,7 @@ __global__ void __launch_bounds__(extract_row_threads) extract_rows_kernel(RowAr
         total = a.row_start[r0 + w1] - place0;
       }
       staged = Fill && a.stage_ok && !a.row_out && !chunked && total <= cap;
-      for (u32 i = i_begin; i < i_end; ++i) {
+      for (u64 i = i_begin; i < i_end; ++i) {
         const u32 id = a.leaf[i];
         const u32 k = a.item_node ? a.item_node[id] : id;
         const NodeRef ref = a.f.ref[k];
@@ -268,7 +271,7 @@ __global__ void __launch_bounds__(extract_row_threads) extract_rows_kernel(RowAr
 // where it has more) and, chunked, its slices of chunk_counts; 0 at blocks.
 __global__ void task_count_kernel(const u32* first, u64 blocks, u64* tasks, u64* chunks) {
   for (u64 q = blockIdx.x * u64(blockDim.x) + threadIdx.x; q <= blocks; q += u64(gridDim.x) * blockDim.x) {
-    const u32 m = q < blocks ? first[q + 1] - first[q] : 0;
+    const u64 m = q < blocks ? first[q + 1] - first[q] : 0;
     const u64 t = m > extract_chunk_items ? (m + extract_chunk_items - 1) / extract_chunk_items : 1;
     tasks[q] = q < blocks ? t : 0;
     chunks[q] = t > 1 ? t : 0;
