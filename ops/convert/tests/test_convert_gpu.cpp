@@ -240,6 +240,36 @@ TEST(ConvertGpu, LongBlockRows) {
               stream.get());
 }
 
+// The paths of long block rows on a matrix small enough for the sanitizers
+// (tools/gpu_check.sh runs it under racecheck, where LongBlockRows takes
+// minutes): the extraction's chunked block rows (625 leaves in one block row,
+// against 128 a task) and the CSR build's long block rows (5 000 entries over
+// 625 leaf columns at d 16: past a block's 4 096 and a warp's 512), in two
+// block rows. Rows in column order and without duplicates, so that the CSR
+// built from them takes the CSR path itself, not only in the round trip.
+TEST(ConvertGpu, DenseRowsSmall) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  Stream stream;
+  Coo<double> c;
+  c.rows = 600;
+  c.cols = 10000;
+  std::uniform_real_distribution<double> value(-4.0, 4.0);
+  for (index_t r = 0; r < c.rows; ++r) {
+    if (r == 3 || r == 300) {
+      for (index_t j = r == 3 ? 0 : 1; j < c.cols; j += 2) c.push(r, j, value(rng));
+      continue;
+    }
+    index_t a = (r * 7) % c.cols, z = (r * 13 + 5) % c.cols;
+    if (a > z) std::swap(a, z);
+    c.push(r, a, value(rng));
+    if (z != a) c.push(r, z, value(rng));
+  }
+  check_input("two dense rows in two block rows, d 16", c, {16, false}, rng, stream.get());
+  check_input("two dense rows in two block rows, d 16, wide", c, {16, true}, rng, stream.get());
+}
+
 // Scattered entries in large sparse matrices: the builder's rule makes COOW (wide) nodes.
 TEST(ConvertGpu, WideNodes) {
   const auto seed = fresh_seed();
