@@ -122,16 +122,6 @@ void expect_same_matrix(const DeviceMatrix<V>& got, const DeviceMatrix<V>& want,
   EXPECT_EQ(0, std::memcmp(a.val.data(), b.val.data(), a.val.size() * sizeof(V))) << what << ": values differ";
 }
 
-std::vector<fs::path> real_matrices() {
-  std::vector<fs::path> out;
-  for (const auto& e : fs::directory_iterator(matrices_dir())) {
-    const auto n = e.path().filename().string();
-    if (e.path().extension() == ".mtx" && n != "block_2000.mtx" && n != "young1c.mtx") out.push_back(e.path());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 // B for A + B: A's pattern with about a tenth of its entries moved and new values.
 template <class V>
 Coo<V> companion(const Coo<V>& a, std::mt19937_64& rng) {
@@ -176,7 +166,7 @@ TEST(ContextGpu, OpsOnAContextEqualTheirCallLocalForms) {
   SCOPED_TRACE(seed_note(seed));
   std::mt19937_64 rng(seed);
   ops::Context ctx;  // one context for everything: its cached state serves matrices of every size
-  for (const fs::path& f : real_matrices()) {
+  for (const fs::path& f : real_matrix_files()) {
     const Coo<double> coo = read_matrix_market<double>(f);
     const Coo<double> other = companion(coo, rng);
     check_ops(ctx, build_matrix(coo), build_matrix(other), rng, f.filename().string() + " f64");

@@ -24,4 +24,12 @@ inline std::vector<std::filesystem::path> matrix_files() {
   return out;
 }
 
+// The same without the complex one (young1c.mtx), which reads only into
+// complex value types: the files every real-valued op is tested on.
+inline std::vector<std::filesystem::path> real_matrix_files() {
+  std::vector<std::filesystem::path> out = matrix_files();
+  std::erase_if(out, [](const std::filesystem::path& p) { return p.filename() == "young1c.mtx"; });
+  return out;
+}
+
 }  // namespace hisparse::testing

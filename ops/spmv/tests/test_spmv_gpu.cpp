@@ -119,23 +119,13 @@ std::uint64_t expected_column_runs(const Matrix<V>& m) {
   return runs;
 }
 
-std::vector<fs::path> real_matrices() {
-  std::vector<fs::path> out;
-  for (const auto& e : fs::directory_iterator(matrices_dir())) {
-    const auto n = e.path().filename().string();
-    if (e.path().extension() == ".mtx" && n != "block_2000.mtx" && n != "young1c.mtx") out.push_back(e.path());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 }  // namespace
 
 TEST(SpmvGpu, EveryRealMatrix) {
   const auto seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
   std::mt19937_64 rng(seed);
-  const auto files = real_matrices();
+  const auto files = real_matrix_files();
   ASSERT_GE(files.size(), 20u);
   // f64 in the standard format, f32 at d = 32 by the builder's default (wide
   // nodes where the rule finds them smaller: most of these matrices have some).
