@@ -238,12 +238,11 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   a.leaf_key_hi = k.key_hi ? k.khi.get() : nullptr;
   a.leaf_count = count_by_leaf.get();
   launch_csr_block_rows<V, I, false>(w, a);
-  LongRows long_part;
-  if (n_long > 0) {  // (not sorted for a matrix that falls back anyway)
-    if (read_back(w, fallback.get(), "read CSR fallback") != 0) return std::nullopt;
-    if (!long_rows_leaves(w, a, long_rows.get(), n_long, long_part)) return std::nullopt;
-  }
   if (read_back(w, fallback.get(), "read CSR fallback") != 0) return std::nullopt;
+  // (the long rows are sorted only for a matrix that does not fall back; they
+  // refuse bad rows themselves)
+  LongRows long_part;
+  if (n_long > 0 && !long_rows_leaves(w, a, long_rows.get(), n_long, long_part)) return std::nullopt;
   k.NL = read_back(w, counter.get(), "read leaf count");
   w.phase("CSR block rows: leaves");
   {

@@ -206,8 +206,9 @@ __global__ void leaf_heads_kernel(const u64* R, const u64* loc, u64 n, u32 b, u3
     head[i] = (i == 0 || R[i] != R[i - 1] || (loc[i] >> (2 * b)) != (loc[i - 1] >> (2 * b))) ? 1u : 0u;
 }
 
-// Leaf q (in (R, C) order, or tree order where the entries were sorted so): its first entry and its tree key. leaf_of holds
-// the inclusive scan of the leaf heads (leaf index + 1).
+// Leaf q (in (R, C) order, or in tree order where the entries were sorted
+// so): its first entry and its tree key. leaf_of holds the inclusive scan of
+// the leaf heads (leaf index + 1).
 __global__ void leaves_kernel(const u64* R, const u64* loc, const u32* leaf_of, u64 n, u32 b, u32 upper_levels,
                               u32* leaf_start, u64* key_lo, u64* key_hi) {
   for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i < n; i += u64(gridDim.x) * blockDim.x) {
@@ -227,12 +228,13 @@ __global__ void gather_kernel(const T* in, const u32* perm, u64 n, T* out) {
 }
 
 // Leaves in tree order t: entry count, node choice, and where each (R, C)
-// leaf q went (the inverse permutation).
+// leaf q went (the inverse permutation; lperm null: the leaves are in tree
+// order already, q = t).
 template <class V>
 __global__ void leaf_choice_kernel(const u32* lperm, const u32* count_by_leaf, u64 leaves, u32 b, u32* count,
                                    std::uint8_t* type, u64* bytes, u32* linv) {
   for (u64 t = blockIdx.x * u64(blockDim.x) + threadIdx.x; t < leaves; t += u64(gridDim.x) * blockDim.x) {
-    const u32 q = lperm[t];
+    const u32 q = lperm ? lperm[t] : static_cast<u32>(t);
     const u32 c = count_by_leaf[q];
     const NodeChoice ch = choose_node(c, b, true, sizeof(V));
     count[t] = c;
@@ -293,8 +295,9 @@ __global__ void first_leaf_of_nodes_kernel(const u32* first_child, const u32* be
     first_leaf[i] = i < nodes ? below_first_leaf[first_child[i]] : static_cast<u32>(leaves);
 }
 
-// node_of: inclusive scan of the heads (node index + 1 of every leaf).
-// first_leaf[i]: node i's first leaf; first_leaf[nodes] = leaves.
+// node_of: inclusive scan of the heads (node index + 1 of every child: a leaf,
+// or a node of the level below). first[i]: node i's first child; first[nodes]
+// = the children's count.
 __global__ void level_nodes_kernel(const u32* node_of, u64 leaves, u32* first_leaf) {
   for (u64 t = blockIdx.x * u64(blockDim.x) + threadIdx.x; t < leaves; t += u64(gridDim.x) * blockDim.x) {
     if (t == 0 || node_of[t] != node_of[t - 1]) first_leaf[node_of[t] - 1] = static_cast<u32>(t);
@@ -305,7 +308,6 @@ __global__ void level_nodes_kernel(const u32* node_of, u64 leaves, u32* first_le
 struct LevelInput {
   u64 nodes;
   const u32* first_child;  // nodes + 1: each node's first child (a leaf at depth-2, else a node of the level below)
-  u64 children;            // nodes of the level below (or leaves)
   u32 log2_d;
   // COOW (level depth-2 of a wide pool): per leaf, exclusive scans of entry
   // counts and node bytes in tree order (leaves + 1 each); null: no COOW.
@@ -314,15 +316,12 @@ struct LevelInput {
   u32 value_bytes;
 };
 
-// Node i of an inner level: its children [first_child[i], first_child[i+1]),
+// Node i of an inner level (children [first_child[i], first_child[i+1])):
 // its node type and bytes (COOW where the canonical rule says so), and each
 // child's parent.
-__global__ void inner_choice_kernel(LevelInput in, u32* first_child, std::uint8_t* type, u64* bytes,
-                                    u32* child_parent) {
+__global__ void inner_choice_kernel(LevelInput in, std::uint8_t* type, u64* bytes, u32* child_parent) {
   for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i < in.nodes; i += u64(gridDim.x) * blockDim.x) {
     const u32 c0 = in.first_child[i], c1 = in.first_child[i + 1];
-    first_child[i] = c0;
-    if (i + 1 == in.nodes) first_child[in.nodes] = static_cast<u32>(in.children);
     for (u32 c = c0; c < c1; ++c) child_parent[c] = static_cast<u32>(i);
     NodeChoice ch = choose_node(c1 - c0, in.log2_d, false, sizeof(NodeRef));
     if (in.entry_scan) {

@@ -69,13 +69,8 @@ DeviceMatrix<V> build_from_sorted(WorkMemory& w, SortedEntries<V> s, const Shape
   w.check_launch("leaves kernel");
   w.phase("leaf heads");
   {
-    Array<u32> lperm;
-    if (tree_order) {  // the entries' sort left the leaves in the pool's order
-      lperm = Array<u32>(w, NL);
-      iota_kernel<<<blocks_for(NL), 256, 0, st>>>(lperm.get(), NL);
-    } else {
-      lperm = sort_leaves(w, k);
-    }
+    // (where the entries' sort left the leaves in the pool's order, as they are)
+    Array<u32> lperm = tree_order ? Array<u32>() : sort_leaves(w, k);
     Array<u32> counts(w, NL);
     leaf_counts_kernel<<<blocks_for(NL), 256, 0, st>>>(leaf_start.get(), NL, counts.get());
     choose_leaves<V>(w, k, lperm.get(), counts.get());

@@ -58,7 +58,8 @@ inline Array<u32> sort_leaves(WorkMemory& w, Skeleton& k) {
   return lperm;
 }
 
-// Leaf node choices in tree order, from each leaf's entry count by leaf index.
+// Leaf node choices in tree order, from each leaf's entry count by leaf index
+// (lperm: sort_leaves's permutation; null where the leaves are in tree order).
 template <class V>
 void choose_leaves(WorkMemory& w, Skeleton& k, const u32* lperm, const u32* count_by_leaf) {
   const u64 NL = k.NL;
@@ -111,27 +112,27 @@ void plan_skeleton(WorkMemory& w, Skeleton& k, const BuildOptions& options) {
       inclusive_sum(w, h.get(), node_of.get(), below);
     }
     v.nodes = read_back(w, node_of.get() + below - 1, "read level size");
-    // first_below: each node's first leaf (depth-2) or first child (above).
-    Array<u32> first_below(w, v.nodes + 1);
-    level_nodes_kernel<<<blocks_for(below), 256, 0, st>>>(node_of.get(), below, first_below.get());
+    // Each node's first child: a leaf at depth-2, a node of the level below above.
     v.first_child = Array<u32>(w, v.nodes + 1);
+    level_nodes_kernel<<<blocks_for(below), 256, 0, st>>>(node_of.get(), below, v.first_child.get());
     v.child_parent = Array<u32>(w, below);
     v.type = Array<std::uint8_t>(w, v.nodes);
     v.bytes = Array<u64>(w, v.nodes + 1);
     cuda_check(cudaMemsetAsync(v.bytes.get(), 0, (v.nodes + 1) * sizeof(u64), st), "cudaMemsetAsync");
     const bool coow_level = wide && over_leaves;
-    LevelInput in{v.nodes, first_below.get(), below, b,
-                  coow_level ? k.entry_scan.get() : nullptr, coow_level ? leaf_bytes_scan.get() : nullptr, sizeof(V)};
-    inner_choice_kernel<<<blocks_for(v.nodes), 256, 0, st>>>(in, v.first_child.get(), v.type.get(), v.bytes.get(),
-                                                            v.child_parent.get());
+    LevelInput in{v.nodes, v.first_child.get(), b, coow_level ? k.entry_scan.get() : nullptr,
+                  coow_level ? leaf_bytes_scan.get() : nullptr, sizeof(V)};
+    inner_choice_kernel<<<blocks_for(v.nodes), 256, 0, st>>>(in, v.type.get(), v.bytes.get(), v.child_parent.get());
     w.check_launch("level kernel");
     if (coow_level)
       drop_leaves_kernel<<<blocks_for(NL), 256, 0, st>>>(v.child_parent.get(), v.type.get(), NL, k.ltype.get(),
                                                          k.lbytes.get());
+    v.first_leaf = Array<u32>(w, v.nodes + 1);
     if (over_leaves) {
-      v.first_leaf = std::move(first_below);
+      cuda_check(cudaMemcpyAsync(v.first_leaf.get(), v.first_child.get(), (v.nodes + 1) * sizeof(u32),
+                                 cudaMemcpyDeviceToDevice, st),
+                 "cudaMemcpyAsync(first leaves)");
     } else {
-      v.first_leaf = Array<u32>(w, v.nodes + 1);
       first_leaf_of_nodes_kernel<<<blocks_for(v.nodes + 1), 256, 0, st>>>(v.first_child.get(), below_first_leaf,
                                                                           v.nodes, NL, v.first_leaf.get());
       w.check_launch("first leaf kernel");

@@ -48,6 +48,29 @@ inline constexpr u32 extract_chunk_items = 128;
 // than half a stage): every window walks all of the block row's items again.
 inline constexpr u32 extract_max_windows = 16;
 
+// The first of a node's row-major entries [lo, hi) whose row is at least
+// `row` (leaves' LocalCoord and COOW nodes' WideCoord alike): a window's or a
+// slice's entries are one range of them.
+template <class Coord>
+__device__ inline u32 first_row_at_least(const Coord* coords, u32 lo, u32 hi, u32 row) {
+  while (lo < hi) {
+    const u32 mid = (lo + hi) / 2;
+    if (coords[mid].row < row) lo = mid + 1; else hi = mid;
+  }
+  return lo;
+}
+
+// A COOW node's coordinates (their place does not depend on the value size).
+__device__ inline const WideCoord* coow_coords(const std::byte* pool, NodeRef r, u32 n) {
+  return reinterpret_cast<const WideCoord*>(pool + ref_offset(r) + coow_layout(n, 4).coord_offset);
+}
+
+// Whether entry i of a COOW node's n row-major entries starts a slice (the
+// first entry of a block row of its unit).
+__device__ inline bool slice_head(const WideCoord* co, u32 n, u32 i, u32 b) {
+  return i < n && (i == 0 || (u32(co[i].row) >> b) != (u32(co[i - 1].row) >> b));
+}
+
 template <class I, class Out>
 constexpr u32 extract_stage_entries() {
   return extract_stage_bytes / (sizeof(I) + sizeof(Out)) / 32 * 32;
@@ -181,16 +204,8 @@ __global__ void __launch_bounds__(extract_row_threads) extract_rows_kernel(RowAr
           u32 e_begin = a.item_lo[id], e_end = a.item_hi[id];
           if (windowed && e_begin < e_end) {  // rows [w0, w1) of the slice: one range
             const u32 row_base = u32(coords[e_begin].row) & ~(d - 1);
-            auto first_at_least = [&](u32 row16) {
-              u32 lo = e_begin, hi = e_end;
-              while (lo < hi) {
-                const u32 mid = (lo + hi) / 2;
-                if (coords[mid].row < row16) lo = mid + 1; else hi = mid;
-              }
-              return lo;
-            };
-            const u32 b0 = first_at_least(row_base + w0);
-            e_end = first_at_least(row_base + w1);
+            const u32 b0 = first_row_at_least(coords, e_begin, e_end, row_base + w0);
+            e_end = first_row_at_least(coords, e_begin, e_end, row_base + w1);
             e_begin = b0;
           }
           const u64 unit_col = a.f.C[k] << b;  // the unit's first leaf column
@@ -219,16 +234,8 @@ __global__ void __launch_bounds__(extract_row_threads) extract_rows_kernel(RowAr
           const u64 at0 = static_cast<u64>(vals - reinterpret_cast<const V*>(a.pool));
           u32 e_begin = 0, e_end = n;
           if (windowed) {  // the leaf's entries of rows [w0, w1): row-major, one range
-            auto first_row_at_least = [&](u32 row) {
-              u32 lo = 0, hi = n;
-              while (lo < hi) {
-                const u32 mid = (lo + hi) / 2;
-                if (coords[mid].row < row) lo = mid + 1; else hi = mid;
-              }
-              return lo;
-            };
-            e_begin = first_row_at_least(w0);
-            e_end = w1 < d ? first_row_at_least(w1) : n;
+            e_begin = first_row_at_least(coords, 0, n, w0);
+            e_end = w1 < d ? first_row_at_least(coords, 0, n, w1) : n;
           }
           // Four chunks of 32 entries loaded before any is placed: a warp keeps
           // four loads in flight instead of one (the placing of a chunk waits
@@ -316,13 +323,10 @@ __global__ void slice_count_kernel(Frontier f, const std::byte* pool, u32 b, u64
     }
     const NodeRef r = f.ref[k];
     const u32 n = node_count_word(pool, r);
-    const auto* co = reinterpret_cast<const WideCoord*>(pool + ref_offset(r) + coow_layout(n, 4).coord_offset);
+    const WideCoord* co = coow_coords(pool, r, n);
     u64 heads = 0;
-    for (u32 base = 0; base < n; base += 32) {
-      const u32 i = base + lane;
-      const bool head = i < n && (i == 0 || (u32(co[i].row) >> b) != (u32(co[i - 1].row) >> b));
-      heads += __popc(__ballot_sync(0xFFFFFFFFu, head));
-    }
+    for (u32 base = 0; base < n; base += 32)
+      heads += __popc(__ballot_sync(0xFFFFFFFFu, slice_head(co, n, base + lane, b)));
     if (lane == 0) count[k] = heads;
   }
 }
@@ -345,11 +349,11 @@ __global__ void slice_emit_kernel(Frontier f, const std::byte* pool, u32 b, cons
       continue;
     }
     const u32 n = node_count_word(pool, r);
-    const auto* co = reinterpret_cast<const WideCoord*>(pool + ref_offset(r) + coow_layout(n, 4).coord_offset);
+    const WideCoord* co = coow_coords(pool, r, n);
     u64 done = 0;
     for (u32 base = 0; base < n; base += 32) {
       const u32 i = base + lane;
-      const bool head = i < n && (i == 0 || (u32(co[i].row) >> b) != (u32(co[i - 1].row) >> b));
+      const bool head = slice_head(co, n, i, b);
       const unsigned ballot = __ballot_sync(0xFFFFFFFFu, head);
       if (head) {
         const u64 s = o + done + __popc(ballot & ((1u << lane) - 1u));
