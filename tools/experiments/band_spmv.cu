@@ -147,6 +147,47 @@ __global__ void __launch_bounds__(256) band_kernel(const u32* coord, const float
   }
 }
 
+// B2: a block per band of H rows (or part of a heavy band), one shared slab
+// for the block; a lane per entry (32 consecutive entries of a slice a warp
+// step), added into the slab by shared atomics: within a slice of a band
+// most entries are alone on their row (R-MAT: ~16 entries a row over 256
+// nodes), so a lane-run merge saves little, and conflicts are rare.
+template <u32 H>
+__global__ void __launch_bounds__(256) band_atomic_kernel(const u32* coord, const float* val, const u64* unit_slice,
+                                                          const u64* slice_begin, const u64* slice_end,
+                                                          const u32* slice_ucol, const u32* unit_band,
+                                                          const unsigned char* unit_split, u64 units, const float* x,
+                                                          float* y, u64 rows) {
+  __shared__ float slab[H];
+  const u32 lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+  for (u64 u = blockIdx.x; u < units; u += gridDim.x) {
+    for (u32 i = threadIdx.x; i < H; i += 256) slab[i] = 0.f;
+    __syncthreads();
+    const u64 row0 = u64(unit_band[u]) * H;
+    const u32 rlo = static_cast<u32>(row0 & ((1u << UB) - 1));
+    for (u64 s = unit_slice[u] + warp; s < unit_slice[u + 1]; s += 8) {
+      const u64 b = slice_begin[s], e = slice_end[s];
+      const float* xs = x + (u64(slice_ucol[s]) << UB);
+#pragma unroll 4
+      for (u64 i = b + lane; i < e; i += 32) {
+        const u32 c = coord[i];
+        atomicAdd(&slab[(c >> 16) - rlo], val[i] * xs[c & 0xFFFF]);
+      }
+    }
+    __syncthreads();
+    const bool split = unit_split[u];
+    for (u32 r = threadIdx.x; r < H && row0 + r < rows; r += 256) {
+      const float t = slab[r];
+      if (split) {
+        if (t != 0.f) atomicAdd(y + row0 + r, t);
+      } else {
+        y[row0 + r] = t;
+      }
+    }
+    __syncthreads();
+  }
+}
+
 int main(int argc, char** argv) {
   const u32 scale = argc > 1 ? std::atoi(argv[1]) : 22;
   const u64 n = u64{1} << scale, m = 16 * n;
@@ -190,67 +231,84 @@ int main(int argc, char** argv) {
   for (u64 c = 0; c < chunks; ++c) chunk_node[c] = u32(node_of(hkey[chunk_begin[c]]));  // urow << 16 | ucol
   for (u64 i = 0; i < nnz; ++i) hcoord[i] = u32(((hkey[i] >> 14) & 16383) << 16) | u32(hkey[i] & 16383);
   // A's chunks end at node ends: chunk_begin[c + 1] may be the next node's start (fine: the next chunk starts there).
+  struct Bands {
+    std::vector<u64> unit_slice{0}, slice_begin, slice_end;
+    std::vector<u32> slice_ucol, unit_band;
+    std::vector<unsigned char> unit_split;
+  };
+  auto make_bands = [&](u32 H, u64 cap) {
+    Bands bd;
+    auto& unit_slice = bd.unit_slice;
+    auto& slice_begin = bd.slice_begin;
+    auto& slice_end = bd.slice_end;
+    auto& slice_ucol = bd.slice_ucol;
+    auto& unit_band = bd.unit_band;
+    auto& unit_split = bd.unit_split;
+    const u32 bands_per_unit_row = (1u << UB) / H;
+    {
+      // Nodes in key order; for each unit row, for each band, each node's range.
+      u64 i = 0;
+      while (i < nnz) {
+        const u64 urow = hkey[i] >> 44;
+        u64 j = i;
+        while (j < nnz && (hkey[j] >> 44) == urow) ++j;
+        // node starts within [i, j)
+        std::vector<u64> nb;
+        for (u64 t = i; t < j; ++t)
+          if (t == i || node_of(hkey[t]) != node_of(hkey[t - 1])) nb.push_back(t);
+        nb.push_back(j);
+        for (u32 band = 0; band < bands_per_unit_row; ++band) {
+          const u64 lo_row = u64(band) * H, hi_row = lo_row + H;
+          std::vector<std::pair<u64, u64>> sl;
+          std::vector<u32> sl_col;
+          u64 total = 0;
+          for (size_t q = 0; q + 1 < nb.size(); ++q) {
+            auto r16 = [&](u64 t) { return (hkey[t] >> 14) & 16383; };
+            const u64 a = nb[q], z = nb[q + 1];
+            u64 lo = a, hi = z;
+            while (lo < hi) { const u64 mid = (lo + hi) / 2; if (r16(mid) < lo_row) lo = mid + 1; else hi = mid; }
+            u64 lo2 = lo, hi2 = z;
+            while (lo2 < hi2) { const u64 mid = (lo2 + hi2) / 2; if (r16(mid) < hi_row) lo2 = mid + 1; else hi2 = mid; }
+            if (lo2 > lo) {
+              sl.push_back({lo, lo2});
+              sl_col.push_back(u32((hkey[a] >> 28) & 0xFFFF));
+              total += lo2 - lo;
+            }
+          }
+          if (sl.empty()) continue;
+          const bool split = total > cap;
+          u64 acc = 0;
+          for (size_t q = 0; q < sl.size(); ++q) {
+            const u64 a = sl[q].first, z = sl[q].second;
+            if (acc > 0 && acc + (z - a) > cap) {
+              unit_slice.push_back(slice_begin.size());
+              unit_band.push_back(u32(urow) * bands_per_unit_row + band);
+              unit_split.push_back(1);
+              acc = 0;
+            }
+            slice_begin.push_back(a);
+            slice_end.push_back(z);
+            slice_ucol.push_back(sl_col[q]);
+            acc += z - a;
+          }
+          unit_slice.push_back(slice_begin.size());
+          unit_band.push_back(u32(urow) * bands_per_unit_row + band);
+          unit_split.push_back(split ? 1 : 0);
+        }
+        i = j;
+      }
+    }
+    return bd;
+  };
   // B's work units: per (unit row, band), the slices of its nodes; a band
   // over `cap` entries is cut into parts of whole slices (split: atomics).
-  const u64 cap = 1 << 15;
-  std::vector<u64> unit_slice{0}, slice_begin, slice_end;
-  std::vector<u32> slice_ucol;
-  std::vector<u32> unit_band;
-  std::vector<unsigned char> unit_split;
-  const u32 bands_per_unit_row = (1u << UB) / H;
-  {
-    // Nodes in key order; for each unit row, for each band, each node's range.
-    u64 i = 0;
-    while (i < nnz) {
-      const u64 urow = hkey[i] >> 44;
-      u64 j = i;
-      while (j < nnz && (hkey[j] >> 44) == urow) ++j;
-      // node starts within [i, j)
-      std::vector<u64> nb;
-      for (u64 t = i; t < j; ++t)
-        if (t == i || node_of(hkey[t]) != node_of(hkey[t - 1])) nb.push_back(t);
-      nb.push_back(j);
-      for (u32 band = 0; band < bands_per_unit_row; ++band) {
-        const u64 lo_row = u64(band) * H, hi_row = lo_row + H;
-        std::vector<std::pair<u64, u64>> sl;
-        std::vector<u32> sl_col;
-        u64 total = 0;
-        for (size_t q = 0; q + 1 < nb.size(); ++q) {
-          auto r16 = [&](u64 t) { return (hkey[t] >> 14) & 16383; };
-          const u64 a = nb[q], z = nb[q + 1];
-          u64 lo = a, hi = z;
-          while (lo < hi) { const u64 mid = (lo + hi) / 2; if (r16(mid) < lo_row) lo = mid + 1; else hi = mid; }
-          u64 lo2 = lo, hi2 = z;
-          while (lo2 < hi2) { const u64 mid = (lo2 + hi2) / 2; if (r16(mid) < hi_row) lo2 = mid + 1; else hi2 = mid; }
-          if (lo2 > lo) {
-            sl.push_back({lo, lo2});
-            sl_col.push_back(u32((hkey[a] >> 28) & 0xFFFF));
-            total += lo2 - lo;
-          }
-        }
-        if (sl.empty()) continue;
-        const bool split = total > cap;
-        u64 acc = 0;
-        for (size_t q = 0; q < sl.size(); ++q) {
-          const u64 a = sl[q].first, z = sl[q].second;
-          if (acc > 0 && acc + (z - a) > cap) {
-            unit_slice.push_back(slice_begin.size());
-            unit_band.push_back(u32(urow) * bands_per_unit_row + band);
-            unit_split.push_back(1);
-            acc = 0;
-          }
-          slice_begin.push_back(a);
-          slice_end.push_back(z);
-          slice_ucol.push_back(sl_col[q]);
-          acc += z - a;
-        }
-        unit_slice.push_back(slice_begin.size());
-        unit_band.push_back(u32(urow) * bands_per_unit_row + band);
-        unit_split.push_back(split ? 1 : 0);
-      }
-      i = j;
-    }
-  }
+  Bands b1 = make_bands(H, 1 << 15), b2 = make_bands(4096, 1 << 16);
+  auto& unit_slice = b1.unit_slice;
+  auto& slice_begin = b1.slice_begin;
+  auto& slice_end = b1.slice_end;
+  auto& slice_ucol = b1.slice_ucol;
+  auto& unit_band = b1.unit_band;
+  auto& unit_split = b1.unit_split;
   const u64 units = unit_band.size();
   std::printf("A: %llu chunks; B: %llu units, %llu slices (%.2f bytes a nonzero of plan)\n",
               (unsigned long long)chunks, (unsigned long long)units, (unsigned long long)slice_begin.size(),
@@ -311,6 +369,25 @@ int main(int argc, char** argv) {
                                      thrust::raw_pointer_cast(dub.data()),
                                      thrust::raw_pointer_cast(dsplit.data()), units, x, y, n);
   });
+  {
+    thrust::device_vector<u64> us(b2.unit_slice.begin(), b2.unit_slice.end()), sb(b2.slice_begin.begin(), b2.slice_begin.end()),
+        se(b2.slice_end.begin(), b2.slice_end.end());
+    thrust::device_vector<u32> ub(b2.unit_band.begin(), b2.unit_band.end()), sc(b2.slice_ucol.begin(), b2.slice_ucol.end());
+    thrust::device_vector<unsigned char> sp(b2.unit_split.begin(), b2.unit_split.end());
+    const u64 units2 = b2.unit_band.size();
+    std::printf("B2: %llu units, %llu slices\n", (unsigned long long)units2, (unsigned long long)b2.slice_begin.size());
+    for (int blocks : {4, 8}) {
+      char name[96];
+      std::snprintf(name, sizeof name, "B2 H=4096, block slab, shared atomics, %d blocks/SM", blocks);
+      time(name, [&] {
+        cudaMemsetAsync(y, 0, n * sizeof(float));
+        band_atomic_kernel<4096><<<132 * blocks, 256>>>(k, v, thrust::raw_pointer_cast(us.data()), thrust::raw_pointer_cast(sb.data()),
+                                                     thrust::raw_pointer_cast(se.data()), thrust::raw_pointer_cast(sc.data()),
+                                                     thrust::raw_pointer_cast(ub.data()), thrust::raw_pointer_cast(sp.data()),
+                                                     units2, x, y, n);
+      });
+    }
+  }
   CK(cudaGetLastError());
   return 0;
 }
