@@ -13,8 +13,13 @@
 //
 // A block row too long for a block and too wide for a warp (a dense row)
 // takes the long-row path (build_csr_long_rows.cuh): its entries alone sorted.
+// Where the skeleton has COOW nodes (R-MAT), every path's pass 2 leaves the
+// entries of their dropped leaves at wide positions with their node keys, and
+// one segmented sort per node puts them in order, as in the general path
+// (build_skeleton.cuh's fill_coow_nodes). Before, such a matrix went through
+// this path up to the skeleton and then began again on the general one.
 // Anything else (an unsorted row, a duplicate, a bad index, a block row
-// spanning over 2^(31-b) leaf columns, a pool with COOW nodes) returns
+// spanning over 2^(31-b) leaf columns) returns
 // nothing, and the caller takes the general path, which handles it all (and
 // words the errors).
 #include <cub/block/block_discontinuity.cuh>
@@ -160,9 +165,8 @@ __global__ void __launch_bounds__(csr_block_threads) csr_block_rows_kernel(CsrBl
             if (i >= m) continue;
             const u32 t = a.linv[base + leaf_idx[x]];
             const u64 e = e0 + idx[x];
-            const u32 cl = static_cast<u32>(static_cast<u64>(a.col[e]) & (d - 1));
-            write_node_entry<V>(a.pool + a.leaf_base + a.loff[t], static_cast<NodeType>(a.ltype[t]), a.lcount[t],
-                                i - start[x], b, true, key[x] & (d - 1), cl, a.val[e]);
+            put_leaf_entry(a, t, a.ltype[t], a.lcount[t], a.loff[t], i - start[x], (s << b) | (key[x] & (d - 1)),
+                           static_cast<u64>(a.col[e]), e, a.val[e]);
           }
         }
       }
@@ -252,9 +256,16 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   count_by_leaf.release();
   w.phase("leaves sorted");
   plan_skeleton<V>(w, k, options);
-  if (k.coow_nodes) return std::nullopt;
   DeviceBytes pool(k.bytes);
   cuda_check(cudaMemsetAsync(pool.get(), 0, k.bytes, st), "cudaMemsetAsync(pool)");
+  WideEntries wide = wide_entries(w, k, n);
+  if (k.coow_nodes) {
+    a.entry_scan = k.entry_scan.get();
+    a.leaf_parent = k.lv[L - 2].child_parent.get();
+    a.wide_key = wide.key.get();
+    a.wide_entry = wide.entry.get();
+    a.wide_owner = wide.owner.get();
+  }
   w.phase("pool allocated");
   a.linv = k.linv.get();
   a.ltype = k.ltype.get();
@@ -265,6 +276,7 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   launch_csr_block_rows<V, I, true>(w, a);
   long_rows_fill(w, a, long_part);
   w.phase("CSR block rows: fill");
+  fill_coow_nodes<V>(w, k, wide, n, in.val, pool.as<std::byte>());
   const NodeRef root = finish_pool<V>(w, k, pool.as<std::byte>(), options);
   if (stats) {
     stats->entries = n;

@@ -91,23 +91,26 @@ __global__ void long_leaves_kernel(const u64* key, const u32* start, u64 leaves,
   }
 }
 
-// Pass 2: every long-row entry into its leaf.
-template <class V>
-__global__ void long_rows_fill_kernel(const u64* key, const u32* idx, const u32* leaf_of, const u32* start, u64 n,
-                                      const u32* base, const V* val, u32 b, const u32* linv, const std::uint8_t* ltype,
-                                      const u32* lcount, const u64* loff, u64 leaf_base, std::byte* pool) {
-  const u32 m = (1u << b) - 1;
+// Pass 2: every long-row entry into its leaf (or its wide position).
+template <class V, class I>
+__global__ void long_rows_fill_kernel(CsrBlockArgs<V, I> a, const u64* key, const u32* idx, const u32* leaf_of,
+                                      const u32* start, u64 n, const u32* base, u32 col_bits) {
+  const u32 b = a.b;
+  const u64 m = (u64{1} << b) - 1;
   for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i < n; i += u64(gridDim.x) * blockDim.x) {
-    const u32 q = leaf_of[i] - 1, t = linv[*base + q];
+    const u32 q = leaf_of[i] - 1, t = a.linv[*base + q];
     const u64 k = key[i];
-    write_node_entry<V>(pool + leaf_base + loff[t], static_cast<NodeType>(ltype[t]), lcount[t], static_cast<u32>(i) - start[q],
-                        b, true, static_cast<u32>(k >> b) & m, static_cast<u32>(k) & m, val[idx[i]]);
+    const u64 j = k >> (col_bits + 2 * b), C = (k >> (2 * b)) & ((u64{1} << col_bits) - 1);
+    const u64 row = (u64{a.long_rows[j]} << b) | ((k >> b) & m), col = (C << b) | (k & m);
+    const u32 e = idx[i];
+    put_leaf_entry(a, t, a.ltype[t], a.lcount[t], a.loff[t], static_cast<u32>(i) - start[q], row, col, e, a.val[e]);
   }
 }
 
 // The long rows' sorted entries and leaves, kept from pass 1 to pass 2.
 struct LongRows {
   u64 entries = 0, leaves = 0;
+  u32 col_bits = 0;
   Array<u64> key;
   Array<u32> idx, leaf_of, start, base;
 };
@@ -138,6 +141,7 @@ bool long_rows_leaves(WorkMemory& w, const CsrBlockArgs<V, I>& a, const u32* lis
   if (read_back(w, bad.get(), "read long-row check") != 0) return false;
   first.release();
   out.entries = n;
+  out.col_bits = col_bits;
   out.key = Array<u64>(w, n);
   out.idx = Array<u32>(w, n);
   radix_sort_pairs(w, key.get(), out.key.get(), idx.get(), out.idx.get(), n, static_cast<int>(key_bits));
@@ -164,9 +168,8 @@ bool long_rows_leaves(WorkMemory& w, const CsrBlockArgs<V, I>& a, const u32* lis
 template <class V, class I>
 void long_rows_fill(WorkMemory& w, const CsrBlockArgs<V, I>& a, const LongRows& r) {
   if (r.entries == 0) return;
-  long_rows_fill_kernel<V><<<blocks_for(r.entries), 256, 0, w.stream()>>>(
-      r.key.get(), r.idx.get(), r.leaf_of.get(), r.start.get(), r.entries, r.base.get(), a.val, a.b, a.linv, a.ltype,
-      a.lcount, a.loff, a.leaf_base, a.pool);
+  long_rows_fill_kernel<V, I><<<blocks_for(r.entries), 256, 0, w.stream()>>>(
+      a, r.key.get(), r.idx.get(), r.leaf_of.get(), r.start.get(), r.entries, r.base.get(), r.col_bits);
   w.check_launch("long-row fill kernel");
 }
 

@@ -57,7 +57,33 @@ struct CsrBlockArgs {
   u32* long_rows;
   unsigned long long* long_count;
   u64 long_cap;
+  // pass 2 where the skeleton has COOW nodes (build_skeleton.cuh's
+  // WideEntries): null otherwise
+  const u64* entry_scan = nullptr;
+  const u32* leaf_parent = nullptr;
+  u32* wide_key = nullptr;
+  u32* wide_entry = nullptr;
+  u32* wide_owner = nullptr;
 };
+
+// Entry e of the CSR (at `row`, `col`, value v), rank `rank` in leaf t (tree
+// position; its type, entry count and offset given), into the pool; or, where
+// t lies under a COOW node, to its wide position for the per-node sort.
+template <class V, class I>
+__device__ inline void put_leaf_entry(const CsrBlockArgs<V, I>& a, u32 t, u32 type, u32 count, u64 off, u32 rank,
+                                      u64 row, u64 col, u64 e, V v) {
+  const u32 m = (1u << a.b) - 1;
+  if (type == dropped_leaf) {
+    const u64 p = a.entry_scan[t] + rank;
+    const u64 mm = (u64{1} << (2 * a.b)) - 1;
+    a.wide_key[p] = (static_cast<u32>(row & mm) << 16) | static_cast<u32>(col & mm);
+    a.wide_entry[p] = static_cast<u32>(e);
+    a.wide_owner[p] = a.leaf_parent[t];
+    return;
+  }
+  write_node_entry<V>(a.pool + a.leaf_base + off, static_cast<NodeType>(type), count, rank, a.b, true,
+                      static_cast<u32>(row) & m, static_cast<u32>(col) & m, v);
+}
 
 // How many of the leaf columns before j (j <= csr_warp_span) have entries:
 // the leaf's index in its block row.
@@ -206,21 +232,20 @@ __global__ void __launch_bounds__(csr_warp_threads) csr_warp_rows_kernel(CsrBloc
         __syncwarp();
         if constexpr (fill) {
           const u32 lr = counted ? leaf_rank(present, j) : 0;
-          u32 t_type = 0, t_count = 0;
+          u32 t_leaf = 0, t_type = 0, t_count = 0;
           u64 t_off = 0;
           if (leaves_in_lanes) {  // every lane shuffles (the source lane differs)
+            t_leaf = __shfl_sync(full, lane_leaf, lr & 31u);
             t_type = __shfl_sync(full, lane_type, lr & 31u);
             t_count = __shfl_sync(full, lane_count, lr & 31u);
             t_off = __shfl_sync(full, lane_off, lr & 31u);
           } else if (counted) {
-            const u32 t = a.linv[a.seg_base[s] + lr];
-            t_type = a.ltype[t];
-            t_count = a.lcount[t];
-            t_off = a.loff[t];
+            t_leaf = a.linv[a.seg_base[s] + lr];
+            t_type = a.ltype[t_leaf];
+            t_count = a.lcount[t_leaf];
+            t_off = a.loff[t_leaf];
           }
-          if (counted)
-            write_node_entry<V>(a.pool + a.leaf_base + t_off, static_cast<NodeType>(t_type), t_count, rank, b, true,
-                                row, static_cast<u32>(static_cast<u64>(c) & (d - 1)), vs[q]);
+          if (counted) put_leaf_entry(a, t_leaf, t_type, t_count, t_off, rank, r0 + row, static_cast<u64>(c), e, vs[q]);
         }
       }
     }

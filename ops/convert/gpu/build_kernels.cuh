@@ -297,11 +297,14 @@ __global__ void first_leaf_of_nodes_kernel(const u32* first_child, const u32* be
 
 // node_of: inclusive scan of the heads (node index + 1 of every child: a leaf,
 // or a node of the level below). first[i]: node i's first child; first[nodes]
-// = the children's count.
-__global__ void level_nodes_kernel(const u32* node_of, u64 leaves, u32* first_leaf) {
-  for (u64 t = blockIdx.x * u64(blockDim.x) + threadIdx.x; t < leaves; t += u64(gridDim.x) * blockDim.x) {
-    if (t == 0 || node_of[t] != node_of[t - 1]) first_leaf[node_of[t] - 1] = static_cast<u32>(t);
-    if (t + 1 == leaves) first_leaf[node_of[t]] = static_cast<u32>(leaves);
+// = the children's count; parent[t]: child t's node. A thread per child: a
+// thread per node walking its children was serial over up to d² of them.
+__global__ void level_nodes_kernel(const u32* node_of, u64 children, u32* first, u32* parent) {
+  for (u64 t = blockIdx.x * u64(blockDim.x) + threadIdx.x; t < children; t += u64(gridDim.x) * blockDim.x) {
+    const u32 p = node_of[t] - 1;
+    parent[t] = p;
+    if (t == 0 || node_of[t] != node_of[t - 1]) first[p] = static_cast<u32>(t);
+    if (t + 1 == children) first[p + 1] = static_cast<u32>(children);
   }
 }
 
@@ -317,12 +320,10 @@ struct LevelInput {
 };
 
 // Node i of an inner level (children [first_child[i], first_child[i+1])):
-// its node type and bytes (COOW where the canonical rule says so), and each
-// child's parent.
-__global__ void inner_choice_kernel(LevelInput in, std::uint8_t* type, u64* bytes, u32* child_parent) {
+// its node type and bytes (COOW where the canonical rule says so).
+__global__ void inner_choice_kernel(LevelInput in, std::uint8_t* type, u64* bytes) {
   for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i < in.nodes; i += u64(gridDim.x) * blockDim.x) {
     const u32 c0 = in.first_child[i], c1 = in.first_child[i + 1];
-    for (u32 c = c0; c < c1; ++c) child_parent[c] = static_cast<u32>(i);
     NodeChoice ch = choose_node(c1 - c0, in.log2_d, false, sizeof(NodeRef));
     if (in.entry_scan) {
       const u64 entries = in.entry_scan[c1] - in.entry_scan[c0];  // (the children are leaves here)

@@ -85,16 +85,10 @@ DeviceMatrix<V> build_from_sorted(WorkMemory& w, SortedEntries<V> s, const Shape
   DeviceBytes pool(k.bytes);
   cuda_check(cudaMemsetAsync(pool.get(), 0, k.bytes, st), "cudaMemsetAsync(pool)");
   auto* p = pool.as<std::byte>();
-  Array<u32> wkey, wentry, wowner;
-  if (k.coow_nodes) {
-    wkey = Array<u32>(w, U);
-    wentry = Array<u32>(w, U);
-    wowner = Array<u32>(w, U);
-    cuda_check(cudaMemsetAsync(wowner.get(), 0xFF, U * sizeof(u32), st), "cudaMemsetAsync");
-  }
+  WideEntries wide = wide_entries(w, k, U);
   LeafFill f{leaf_of.get(), leaf_start.get(), k.linv.get(), k.ltype.get(), k.lcount.get(), k.lbytes.get(),
              k.leaf_base, b, k.entry_scan.size() ? k.entry_scan.get() : nullptr,
-             L >= 2 ? k.lv[L - 2].child_parent.get() : nullptr, wkey.get(), wentry.get(), wowner.get()};
+             L >= 2 ? k.lv[L - 2].child_parent.get() : nullptr, wide.key.get(), wide.entry.get(), wide.owner.get()};
   fill_leaves_kernel<V><<<blocks_for(U), 256, 0, st>>>(f, uR.get(), uloc.get(), uval.get(), U, p);
   w.check_launch("leaf fill kernel");
   leaf_of.release();
@@ -102,24 +96,7 @@ DeviceMatrix<V> build_from_sorted(WorkMemory& w, SortedEntries<V> s, const Shape
   uR.release();
   uloc.release();
   w.phase("leaf fill");
-  if (k.coow_nodes) {
-    const Level& v = k.lv[L - 2];
-    Array<u64> begin(w, k.coow_nodes), end(w, k.coow_nodes);
-    Array<unsigned long long> next(w, 1);
-    cuda_check(cudaMemsetAsync(next.get(), 0, sizeof(unsigned long long), st), "cudaMemsetAsync");
-    coow_segments_kernel<<<blocks_for(v.nodes), 256, 0, st>>>(v.type.get(), v.nodes, v.first_leaf.get(),
-                                                             k.entry_scan.get(), next.get(), begin.get(), end.get());
-    Array<u32> wkey2(w, U), wentry2(w, U);
-    segmented_sort_pairs(w, wkey.get(), wkey2.get(), wentry.get(), wentry2.get(), U, k.coow_nodes, begin.get(),
-                         end.get());
-    wkey.release();
-    wentry.release();
-    fill_coow_kernel<V><<<blocks_for(U), 256, 0, st>>>(wkey2.get(), wentry2.get(), wowner.get(), U, v.first_leaf.get(),
-                                                       k.entry_scan.get(), v.bytes.get(), v.base, uval.get(), p);
-    w.check_launch("COOW fill kernel");
-    w.phase("COOW fill");
-  }
-  wowner.release();
+  fill_coow_nodes<V>(w, k, wide, U, uval.get(), p);
   uval.release();
 
   const NodeRef root = finish_pool<V>(w, k, p, options);

@@ -114,15 +114,16 @@ void plan_skeleton(WorkMemory& w, Skeleton& k, const BuildOptions& options) {
     v.nodes = read_back(w, node_of.get() + below - 1, "read level size");
     // Each node's first child: a leaf at depth-2, a node of the level below above.
     v.first_child = Array<u32>(w, v.nodes + 1);
-    level_nodes_kernel<<<blocks_for(below), 256, 0, st>>>(node_of.get(), below, v.first_child.get());
     v.child_parent = Array<u32>(w, below);
+    level_nodes_kernel<<<blocks_for(below), 256, 0, st>>>(node_of.get(), below, v.first_child.get(),
+                                                          v.child_parent.get());
     v.type = Array<std::uint8_t>(w, v.nodes);
     v.bytes = Array<u64>(w, v.nodes + 1);
     cuda_check(cudaMemsetAsync(v.bytes.get(), 0, (v.nodes + 1) * sizeof(u64), st), "cudaMemsetAsync");
     const bool coow_level = wide && over_leaves;
     LevelInput in{v.nodes, v.first_child.get(), b, coow_level ? k.entry_scan.get() : nullptr,
                   coow_level ? leaf_bytes_scan.get() : nullptr, sizeof(V)};
-    inner_choice_kernel<<<blocks_for(v.nodes), 256, 0, st>>>(in, v.type.get(), v.bytes.get(), v.child_parent.get());
+    inner_choice_kernel<<<blocks_for(v.nodes), 256, 0, st>>>(in, v.type.get(), v.bytes.get());
     w.check_launch("level kernel");
     if (coow_level)
       drop_leaves_kernel<<<blocks_for(NL), 256, 0, st>>>(v.child_parent.get(), v.type.get(), NL, k.ltype.get(),
@@ -167,6 +168,47 @@ void plan_skeleton(WorkMemory& w, Skeleton& k, const BuildOptions& options) {
     k.coow_nodes = read_back(w, c.get(), "read COOW count");
   }
   w.phase("offsets");
+}
+
+// Where the skeleton has COOW nodes, the paths' fills leave the entries of
+// their dropped leaves at the leaves' wide positions (entry_scan[leaf] +
+// rank), each with its key (row16 << 16 | col16 in the node), its index into
+// `val` and its node (`owner`, all ones where no entry is). Sorted per node,
+// they become the nodes' row-major entries.
+struct WideEntries {
+  Array<u32> key, entry, owner;
+};
+
+inline WideEntries wide_entries(WorkMemory& w, const Skeleton& k, u64 n) {
+  WideEntries e;
+  if (!k.coow_nodes) return e;
+  e.key = Array<u32>(w, n);
+  e.entry = Array<u32>(w, n);
+  e.owner = Array<u32>(w, n);
+  cuda_check(cudaMemsetAsync(e.owner.get(), 0xFF, n * sizeof(u32), w.stream()), "cudaMemsetAsync");
+  return e;
+}
+
+template <class V>
+void fill_coow_nodes(WorkMemory& w, const Skeleton& k, WideEntries& e, u64 n, const V* val, std::byte* pool) {
+  if (!k.coow_nodes) return;
+  const cudaStream_t st = w.stream();
+  const Level& v = k.lv[k.L - 2];
+  Array<u64> begin(w, k.coow_nodes), end(w, k.coow_nodes);
+  Array<unsigned long long> next(w, 1);
+  cuda_check(cudaMemsetAsync(next.get(), 0, sizeof(unsigned long long), st), "cudaMemsetAsync");
+  coow_segments_kernel<<<blocks_for(v.nodes), 256, 0, st>>>(v.type.get(), v.nodes, v.first_leaf.get(),
+                                                           k.entry_scan.get(), next.get(), begin.get(), end.get());
+  Array<u32> key2(w, n), entry2(w, n);
+  segmented_sort_pairs(w, e.key.get(), key2.get(), e.entry.get(), entry2.get(), n, k.coow_nodes, begin.get(),
+                       end.get());
+  e.key.release();
+  e.entry.release();
+  fill_coow_kernel<V><<<blocks_for(n), 256, 0, st>>>(key2.get(), entry2.get(), e.owner.get(), n, v.first_leaf.get(),
+                                                     k.entry_scan.get(), v.bytes.get(), v.base, val, pool);
+  w.check_launch("COOW fill kernel");
+  e.owner.release();
+  w.phase("COOW fill");
 }
 
 // Child references level by level, then the header; returns the root.

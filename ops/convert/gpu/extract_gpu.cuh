@@ -212,21 +212,7 @@ void extract_keys(WorkMemory& w, const DeviceMatrix<V>& a, I* row_out, I* row_pt
   cuda_check(cudaMemsetAsync(C.get(), 0, sizeof(u64), st), "cudaMemsetAsync");
   u64 size = 1;
   w.phase("start");
-  for (u32 l = 0; l + 1 < L; ++l) {
-    const Frontier f{ref.get(), R.get(), C.get(), size};
-    Array<u64> count(w, size + 1), first(w, size + 1);
-    child_count_kernel<<<blocks_for(size + 1), 256, 0, st>>>(f, pool, b, count.get());
-    exclusive_sum(w, count.get(), first.get(), size + 1);
-    const u64 next = read_back(w, first.get() + size, "read frontier size");
-    Array<u32> ref2(w, next);
-    Array<u64> R2(w, next), C2(w, next);
-    expand_kernel<<<blocks_for(size), 256, 0, st>>>(f, pool, b, first.get(), ref2.get(), R2.get(), C2.get());
-    w.check_launch("expand kernel");
-    ref = std::move(ref2);
-    R = std::move(R2);
-    C = std::move(C2);
-    size = next;
-  }
+  for (u32 l = 0; l + 1 < L; ++l) expand_frontier(w, pool, b, ref, R, C, size, "GPU extraction: frontier");
 
   w.phase("frontier");
   const Frontier f{ref.get(), R.get(), C.get(), size};

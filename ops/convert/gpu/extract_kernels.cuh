@@ -4,79 +4,13 @@
 // in extract_gpu.cuh.
 #include <cstdint>
 
+#include "frontier.cuh"
 #include "hisparse/formats/node.hpp"
 
 namespace hisparse::ops::convert_detail {
 
 using u32 = std::uint32_t;
 using u64 = std::uint64_t;
-
-// A node of the frontier: its reference and block coordinates at its level.
-// A COOW node travels down to the leaf level unchanged (its coordinates stay
-// those of level depth-2), so the last frontier holds the leaves and COOW
-// nodes in tree order.
-struct Frontier {
-  const u32* ref;
-  const u64* R;
-  const u64* C;
-  u64 size;
-};
-
-__device__ inline u32 node_count_word(const std::byte* pool, NodeRef r) {
-  return *reinterpret_cast<const u32*>(pool + ref_offset(r));
-}
-
-// Children of inner nodes (1 for a COOW node passed down).
-__global__ void child_count_kernel(Frontier f, const std::byte* pool, u32 log2_d, u64* count) {
-  const u32 cells = 1u << (2 * log2_d);
-  for (u64 k = blockIdx.x * u64(blockDim.x) + threadIdx.x; k <= f.size; k += u64(gridDim.x) * blockDim.x) {
-    if (k == f.size) { count[k] = 0; continue; }
-    const NodeRef r = f.ref[k];
-    const NodeType t = ref_type(r);
-    u64 c;
-    if (t == NodeType::coow) c = 1;
-    else if (t == NodeType::dense) {
-      const auto* refs = reinterpret_cast<const NodeRef*>(pool + ref_offset(r));
-      c = 0;
-      for (u32 i = 0; i < cells; ++i) c += refs[i] != null_ref;
-    } else c = node_count_word(pool, r);
-    count[k] = c;
-  }
-}
-
-__global__ void expand_kernel(Frontier f, const std::byte* pool, u32 log2_d, const u64* first, u32* ref, u64* R,
-                              u64* C) {
-  const u32 b = log2_d, cells = 1u << (2 * b);
-  for (u64 k = blockIdx.x * u64(blockDim.x) + threadIdx.x; k < f.size; k += u64(gridDim.x) * blockDim.x) {
-    const NodeRef r = f.ref[k];
-    const NodeType t = ref_type(r);
-    u64 o = first[k];
-    if (t == NodeType::coow) {
-      ref[o] = r;
-      R[o] = f.R[k];
-      C[o] = f.C[k];
-    } else if (t == NodeType::dense) {
-      const auto* refs = reinterpret_cast<const NodeRef*>(pool + ref_offset(r));
-      for (u32 i = 0; i < cells; ++i) {
-        if (refs[i] == null_ref) continue;
-        ref[o] = refs[i];
-        R[o] = (f.R[k] << b) | (i >> b);
-        C[o] = (f.C[k] << b) | (i & ((1u << b) - 1));
-        ++o;
-      }
-    } else {
-      const u32 n = node_count_word(pool, r);
-      const CooLayout l = coo_layout(t, n, sizeof(NodeRef));
-      const auto* coords = reinterpret_cast<const LocalCoord*>(pool + ref_offset(r) + l.coord_offset);
-      const auto* refs = reinterpret_cast<const NodeRef*>(pool + ref_offset(r) + l.value_offset);
-      for (u32 i = 0; i < n; ++i) {
-        ref[o + i] = refs[i];
-        R[o + i] = (f.R[k] << b) | coords[i].row;
-        C[o + i] = (f.C[k] << b) | coords[i].col;
-      }
-    }
-  }
-}
 
 // Entries of leaves and COOW nodes (count[size] = 0 for the scan's total).
 __global__ void entry_count_kernel(Frontier f, const std::byte* pool, u32 log2_d, u64* count) {

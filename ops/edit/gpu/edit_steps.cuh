@@ -92,22 +92,7 @@ Entries<V> extract_entries(WorkMemory& w, const std::byte* pool, u32 b, bool uni
   w.check_launch("GPU edit: frontier");
   flag.release();
   pos.release();
-  if (units) {
-    const convert_detail::Frontier f{ref.get(), fR.get(), fC.get(), size};
-    Array<u64> count(w, size + 1), first(w, size + 1);
-    convert_detail::child_count_kernel<<<blocks_for(size + 1), 256, 0, st>>>(f, pool, b, count.get());
-    convert_detail::exclusive_sum(w, count.get(), first.get(), size + 1);
-    const u64 next = read_back(w, first.get() + size, "GPU edit: leaves");
-    Array<u32> ref2(w, next);
-    Array<u64> R2(w, next), C2(w, next);
-    convert_detail::expand_kernel<<<blocks_for(size), 256, 0, st>>>(f, pool, b, first.get(), ref2.get(), R2.get(),
-                                                                    C2.get());
-    w.check_launch("GPU edit: expand");
-    ref = std::move(ref2);
-    fR = std::move(R2);
-    fC = std::move(C2);
-    size = next;
-  }
+  if (units) convert_detail::expand_frontier(w, pool, b, ref, fR, fC, size, "GPU edit: expand");
   const convert_detail::Frontier f{ref.get(), fR.get(), fC.get(), size};
   Array<u64> count(w, size + 1), first(w, size + 1);
   convert_detail::entry_count_kernel<<<blocks_for(size + 1), 256, 0, st>>>(f, pool, b, count.get());

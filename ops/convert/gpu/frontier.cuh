@@ -1,0 +1,131 @@
+#pragma once
+// One level of a walk down a node pool on the GPU: a frontier of nodes (with
+// their block coordinates) replaced by their children, in tree order. Serves
+// the extraction (extract_gpu.cuh) and the GPU edit's reading of old entries.
+//
+// A warp per node: an inner node near the root of a large matrix holds up to
+// d² cells (16 384 at d = 128), and one thread walking them alone was most of
+// the extraction's frontier time on R-MAT 2^22 (perf-log C12).
+#include <cstdint>
+
+#include "hisparse/formats/node.hpp"
+#include "work_memory.cuh"
+
+namespace hisparse::ops::convert_detail {
+
+using u32 = std::uint32_t;
+using u64 = std::uint64_t;
+
+// A node of the frontier: its reference and block coordinates at its level.
+// A COOW node travels down to the leaf level unchanged (its coordinates stay
+// those of level depth-2), so the last frontier holds the leaves and COOW
+// nodes in tree order.
+struct Frontier {
+  const u32* ref;
+  const u64* R;
+  const u64* C;
+  u64 size;
+};
+
+__device__ inline u32 node_count_word(const std::byte* pool, NodeRef r) {
+  return *reinterpret_cast<const u32*>(pool + ref_offset(r));
+}
+
+// Warp-uniform node index of the calling warp and the number of warps.
+__device__ inline u64 warp_index() { return (blockIdx.x * u64(blockDim.x) + threadIdx.x) / 32; }
+__device__ inline u64 warp_count() { return u64(gridDim.x) * blockDim.x / 32; }
+
+// Children per node (1 for a COOW node passed down); count[size] = 0 so that
+// the exclusive scan's last element is the next frontier's size.
+__global__ void child_count_kernel(Frontier f, const std::byte* pool, u32 log2_d, u64* count) {
+  const u32 lane = threadIdx.x & 31, cells = 1u << (2 * log2_d);
+  for (u64 k = warp_index(); k <= f.size; k += warp_count()) {
+    u32 c = 0;
+    if (k < f.size) {
+      const NodeRef r = f.ref[k];
+      const NodeType t = ref_type(r);
+      if (t == NodeType::dense) {
+        const auto* refs = reinterpret_cast<const NodeRef*>(pool + ref_offset(r));
+#pragma unroll 8
+        for (u32 i = lane; i < cells; i += 32) c += refs[i] != null_ref;
+        c = __reduce_add_sync(~0u, c);
+      } else {
+        c = t == NodeType::coow ? 1u : node_count_word(pool, r);
+      }
+    }
+    if (lane == 0) count[k] = c;
+  }
+}
+
+__global__ void expand_kernel(Frontier f, const std::byte* pool, u32 log2_d, const u64* first, u32* ref, u64* R,
+                              u64* C) {
+  const u32 b = log2_d, cells = 1u << (2 * b), lane = threadIdx.x & 31;
+  const u32 below = (1u << lane) - 1;
+  for (u64 k = warp_index(); k < f.size; k += warp_count()) {
+    const NodeRef r = f.ref[k];
+    const NodeType t = ref_type(r);
+    const u64 fr = f.R[k], fc = f.C[k];
+    u64 o = first[k];
+    if (t == NodeType::coow) {
+      if (lane == 0) {
+        ref[o] = r;
+        R[o] = fr;
+        C[o] = fc;
+      }
+    } else if (t == NodeType::dense) {
+      // Present cells keep their order: a ballot per 32 cells places them.
+      const auto* refs = reinterpret_cast<const NodeRef*>(pool + ref_offset(r));
+      for (u32 base = 0; base < cells; base += 32) {
+        const u32 i = base + lane;
+        const NodeRef c = i < cells ? refs[i] : null_ref;
+        const unsigned present = __ballot_sync(~0u, c != null_ref);
+        if (c != null_ref) {
+          const u64 p = o + __popc(present & below);
+          ref[p] = c;
+          R[p] = (fr << b) | (i >> b);
+          C[p] = (fc << b) | (i & ((1u << b) - 1));
+        }
+        o += __popc(present);
+      }
+    } else {
+      const u32 n = node_count_word(pool, r);
+      const CooLayout l = coo_layout(t, n, sizeof(NodeRef));
+      const auto* coords = reinterpret_cast<const LocalCoord*>(pool + ref_offset(r) + l.coord_offset);
+      const auto* refs = reinterpret_cast<const NodeRef*>(pool + ref_offset(r) + l.value_offset);
+      for (u32 i = lane; i < n; i += 32) {
+        ref[o + i] = refs[i];
+        R[o + i] = (fr << b) | coords[i].row;
+        C[o + i] = (fc << b) | coords[i].col;
+      }
+    }
+  }
+}
+
+// Grid for a warp per node (at most 2^20 blocks; the kernels stride).
+inline unsigned warp_blocks_for(u64 nodes) {
+  const u64 blocks = (nodes + 7) / 8;
+  return static_cast<unsigned>(blocks == 0 ? 1 : (blocks < (u64{1} << 20) ? blocks : (u64{1} << 20)));
+}
+
+// Replaces the frontier (ref, R, C; `size` nodes) by the nodes one level down.
+inline void expand_frontier(WorkMemory& w, const std::byte* pool, u32 log2_d, Array<u32>& ref, Array<u64>& R,
+                            Array<u64>& C, u64& size, const char* what) {
+  const cudaStream_t st = w.stream();
+  const Frontier f{ref.get(), R.get(), C.get(), size};
+  Array<u64> count(w, size + 1), first(w, size + 1);
+  child_count_kernel<<<warp_blocks_for(size + 1), 256, 0, st>>>(f, pool, log2_d, count.get());
+  w.check_launch(what);
+  exclusive_sum(w, count.get(), first.get(), size + 1);
+  const u64 next = read_back(w, first.get() + size, what);
+  count.release();
+  Array<u32> ref2(w, next);
+  Array<u64> R2(w, next), C2(w, next);
+  expand_kernel<<<warp_blocks_for(size), 256, 0, st>>>(f, pool, log2_d, first.get(), ref2.get(), R2.get(), C2.get());
+  w.check_launch(what);
+  ref = std::move(ref2);
+  R = std::move(R2);
+  C = std::move(C2);
+  size = next;
+}
+
+}  // namespace hisparse::ops::convert_detail
