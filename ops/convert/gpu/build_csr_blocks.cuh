@@ -13,11 +13,12 @@
 //
 // A block row too long for a block and too wide for a warp (a dense row)
 // takes the long-row path (build_csr_long_rows.cuh): its entries alone sorted.
-// Where the skeleton has COOW nodes (R-MAT), every path's pass 2 leaves the
-// entries of their dropped leaves at wide positions with their node keys, and
-// one segmented sort per node puts them in order, as in the general path
-// (build_skeleton.cuh's fill_coow_nodes). Before, such a matrix went through
-// this path up to the skeleton and then began again on the general one.
+// Where the skeleton has COOW nodes (R-MAT), every path's pass 2 records each
+// entry's depth-2 node (by CSR index) and, under a COOW node, its key there;
+// one stable radix sort by node then lists every COOW node's entries in CSR
+// order, its row-major order (build_skeleton.cuh's fill_coow_nodes_csr).
+// Before, such a matrix went through this path up to the skeleton and then
+// began again on the general one.
 // Anything else (an unsorted row, a duplicate, a bad index, a block row
 // spanning over 2^(31-b) leaf columns) returns
 // nothing, and the caller takes the general path, which handles it all (and
@@ -258,13 +259,13 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   plan_skeleton<V>(w, k, options);
   DeviceBytes pool(k.bytes);
   cuda_check(cudaMemsetAsync(pool.get(), 0, k.bytes, st), "cudaMemsetAsync(pool)");
-  WideEntries wide = wide_entries(w, k, n);
+  CsrWideEntries wide;
   if (k.coow_nodes) {
-    a.entry_scan = k.entry_scan.get();
+    wide.owner = Array<u32>(w, n);
+    wide.key = Array<u32>(w, n);
     a.leaf_parent = k.lv[L - 2].child_parent.get();
-    a.wide_key = wide.key.get();
-    a.wide_entry = wide.entry.get();
     a.wide_owner = wide.owner.get();
+    a.wide_key = wide.key.get();
   }
   w.phase("pool allocated");
   a.linv = k.linv.get();
@@ -276,7 +277,7 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   launch_csr_block_rows<V, I, true>(w, a);
   long_rows_fill(w, a, long_part);
   w.phase("CSR block rows: fill");
-  fill_coow_nodes<V>(w, k, wide, n, in.val, pool.as<std::byte>());
+  fill_coow_nodes_csr<V>(w, k, wide, n, in.val, pool.as<std::byte>());
   const NodeRef root = finish_pool<V>(w, k, pool.as<std::byte>(), options);
   if (stats) {
     stats->entries = n;

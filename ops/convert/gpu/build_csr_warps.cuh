@@ -58,28 +58,27 @@ struct CsrBlockArgs {
   unsigned long long* long_count;
   u64 long_cap;
   // pass 2 where the skeleton has COOW nodes (build_skeleton.cuh's
-  // WideEntries): null otherwise
-  const u64* entry_scan = nullptr;
+  // CsrWideEntries, by CSR index): null otherwise
   const u32* leaf_parent = nullptr;
-  u32* wide_key = nullptr;
-  u32* wide_entry = nullptr;
   u32* wide_owner = nullptr;
+  u32* wide_key = nullptr;
 };
 
 // Entry e of the CSR (at `row`, `col`, value v), rank `rank` in leaf t (tree
-// position; its type, entry count and offset given), into the pool; or, where
-// t lies under a COOW node, to its wide position for the per-node sort.
+// position; its type, entry count and offset given), into the pool. Where the
+// skeleton has COOW nodes every entry also records its depth-2 node, and one
+// under a COOW node (its leaf dropped) its key there instead.
 template <class V, class I>
 __device__ inline void put_leaf_entry(const CsrBlockArgs<V, I>& a, u32 t, u32 type, u32 count, u64 off, u32 rank,
                                       u64 row, u64 col, u64 e, V v) {
   const u32 m = (1u << a.b) - 1;
-  if (type == dropped_leaf) {
-    const u64 p = a.entry_scan[t] + rank;
-    const u64 mm = (u64{1} << (2 * a.b)) - 1;
-    a.wide_key[p] = (static_cast<u32>(row & mm) << 16) | static_cast<u32>(col & mm);
-    a.wide_entry[p] = static_cast<u32>(e);
-    a.wide_owner[p] = a.leaf_parent[t];
-    return;
+  if (a.wide_owner) {
+    a.wide_owner[e] = a.leaf_parent[t];
+    if (type == dropped_leaf) {
+      const u64 mm = (u64{1} << (2 * a.b)) - 1;
+      a.wide_key[e] = (static_cast<u32>(row & mm) << 16) | static_cast<u32>(col & mm);
+      return;
+    }
   }
   write_node_entry<V>(a.pool + a.leaf_base + off, static_cast<NodeType>(type), count, rank, a.b, true,
                       static_cast<u32>(row) & m, static_cast<u32>(col) & m, v);

@@ -428,6 +428,31 @@ __global__ void fill_coow_kernel(const u32* wide_key, const u32* wide_entry, con
   }
 }
 
+// The CSR path's COOW entries after a stable sort of every entry, in CSR
+// order, by its depth-2 node: a COOW node's entries come out in CSR order,
+// which is its row-major order, at their wide positions (entry_scan counts
+// every node's entries in tree order, and the nodes are in tree order).
+// owner[p], entry[p]: the sorted nodes and CSR indices; key: row16 << 16 |
+// col16 by CSR index.
+template <class V>
+__global__ void fill_coow_csr_kernel(const u32* owner, const u32* entry, const u32* key, u64 n,
+                                     const std::uint8_t* type, const u32* first_leaf, const u64* entry_scan,
+                                     const u64* node_offset, u64 base, const V* val, std::byte* pool) {
+  for (u64 p = blockIdx.x * u64(blockDim.x) + threadIdx.x; p < n; p += u64(gridDim.x) * blockDim.x) {
+    const u32 o = owner[p];
+    if (type[o] != static_cast<std::uint8_t>(NodeType::coow)) continue;
+    const u64 first = entry_scan[first_leaf[o]];
+    const u32 count = static_cast<u32>(entry_scan[first_leaf[o + 1]] - first);
+    const u32 rank = static_cast<u32>(p - first);
+    const u32 e = entry[p], k = key[e];
+    std::byte* node = pool + base + node_offset[o];
+    const CooLayout l = coow_layout(count, sizeof(V));
+    if (rank == 0) *reinterpret_cast<u32*>(node) = count;
+    reinterpret_cast<u32*>(node + l.coord_offset)[rank] = (k >> 16) | (k << 16);
+    reinterpret_cast<V*>(node + l.value_offset)[rank] = val[e];
+  }
+}
+
 struct InnerFill {
   u64 children;
   const u32* child_first_leaf;  // null: the children are the leaves

@@ -3,6 +3,7 @@
 // from the leaves in tree order (tree keys, entry counts, node choices) to the
 // upper levels, the offsets of every node, and finally the child references
 // and the pool header. The entries themselves are written by the paths.
+#include <bit>
 #include <utility>
 #include <vector>
 
@@ -208,6 +209,36 @@ void fill_coow_nodes(WorkMemory& w, const Skeleton& k, WideEntries& e, u64 n, co
                                                      k.entry_scan.get(), v.bytes.get(), v.base, val, pool);
   w.check_launch("COOW fill kernel");
   e.owner.release();
+  w.phase("COOW fill");
+}
+
+// The CSR path's COOW entries (build_csr_blocks.cuh): per CSR entry, its
+// depth-2 node (`owner`) and, where that is a COOW node, its key. No per-node
+// sort of keys: one stable radix sort of the owners over the node index's
+// bits puts each COOW node's entries in CSR order, its row-major order.
+struct CsrWideEntries {
+  Array<u32> owner, key;
+};
+
+template <class V>
+void fill_coow_nodes_csr(WorkMemory& w, const Skeleton& k, CsrWideEntries& e, u64 n, const V* val,
+                         std::byte* pool) {
+  if (!k.coow_nodes) return;
+  const cudaStream_t st = w.stream();
+  const Level& v = k.lv[k.L - 2];
+  Array<u32> owner2(w, n), entry2(w, n);
+  {
+    Array<u32> idx(w, n);
+    iota_kernel<<<blocks_for(n), 256, 0, st>>>(idx.get(), n);
+    radix_sort_pairs(w, e.owner.get(), owner2.get(), idx.get(), entry2.get(), n,
+                     static_cast<int>(std::bit_width(v.nodes > 1 ? v.nodes - 1 : u64{1})));
+  }
+  e.owner.release();
+  fill_coow_csr_kernel<V><<<blocks_for(n), 256, 0, st>>>(owner2.get(), entry2.get(), e.key.get(), n, v.type.get(),
+                                                         v.first_leaf.get(), k.entry_scan.get(), v.bytes.get(), v.base,
+                                                         val, pool);
+  w.check_launch("COOW fill kernel");
+  e.key.release();
   w.phase("COOW fill");
 }
 
