@@ -16,7 +16,9 @@
 // Where the skeleton has COOW nodes (R-MAT), every path's pass 2 records each
 // entry's depth-2 node (by CSR index) and, under a COOW node, its key there;
 // one stable radix sort by node then lists every COOW node's entries in CSR
-// order, its row-major order (build_skeleton.cuh's fill_coow_nodes_csr).
+// order, its row-major order (build_skeleton.cuh's fill_coow_nodes_csr). On a
+// scattered matrix the COOW nodes are decided before the leaves are sorted,
+// and their leaves leave the skeleton (build_coow_prune.cuh).
 // Before, such a matrix went through this path up to the skeleton and then
 // began again on the general one.
 // Anything else (an unsorted row, a duplicate, a bad index, a block row
@@ -30,6 +32,7 @@
 
 #include <optional>
 
+#include "build_coow_prune.cuh"
 #include "build_csr_long_rows.cuh"
 #include "build_csr_warps.cuh"
 #include "build_skeleton.cuh"
@@ -249,8 +252,10 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   LongRows long_part;
   if (n_long > 0 && !long_rows_leaves(w, a, long_rows.get(), n_long, long_part)) return std::nullopt;
   k.NL = read_back(w, counter.get(), "read leaf count");
+  const u64 leaf_blocks = k.NL;
   w.phase("CSR block rows: leaves");
-  {
+  CoowPrune pruned;
+  if (!prune_coow_leaves<V>(w, k, shape, options, n, count_by_leaf.get(), pruned)) {
     Array<u32> lperm = sort_leaves(w, k);
     choose_leaves<V>(w, k, lperm.get(), count_by_leaf.get());
   }
@@ -268,7 +273,7 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
     a.wide_key = wide.key.get();
   }
   w.phase("pool allocated");
-  a.linv = k.linv.get();
+  a.linv = pruned.slots ? pruned.slot_linv.get() : k.linv.get();
   a.ltype = k.ltype.get();
   a.lcount = k.lcount.get();
   a.loff = k.lbytes.get();
@@ -281,7 +286,7 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   const NodeRef root = finish_pool<V>(w, k, pool.as<std::byte>(), options);
   if (stats) {
     stats->entries = n;
-    stats->leaves = k.NL;
+    stats->leaves = leaf_blocks;
   }
   return DeviceMatrix<V>::adopt(std::move(pool), shape, n, root, false, V(1), options.wide_nodes);
 }
