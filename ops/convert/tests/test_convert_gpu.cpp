@@ -297,6 +297,41 @@ TEST(ConvertGpu, WideNodes) {
   run("70000^2, 300000 entries d256 (65536-wide coordinates)", random_coo<double>(70000, 70000, 300000, rng), 256);
 }
 
+// The CSR path's COOW decision before the leaves are sorted
+// (build_coow_prune.cuh: at most 8 entries a leaf, no more depth-2 blocks than
+// leaves): node size 2, COOW nodes beside standard ones (a band through
+// scattered entries), long block rows mapped through stand-ins, empty bands
+// of block rows, and a depth-2 root.
+TEST(ConvertGpu, CoowDecidedBeforeLeaves) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  Stream stream;
+  auto run = [&](const std::string& what, const auto& coo, std::uint32_t d) {
+    const auto hc = prepare(what, coo, BuildOptions{d, true}, rng);
+    EXPECT_GT(validate(hc.host.content()).coow, 0u) << what << ": the case must contain COOW nodes";
+    run_all_index_types(hc, stream.get());
+  };
+  run("1000^2, 200000 entries, d 2", random_coo<float>(1000, 1000, 200000, rng), 2);
+  run("1003 x 517, 120000 entries, d 2", random_coo<double>(1003, 517, 120000, rng), 2);
+  auto band_and_scatter = random_coo<double>(4096, 4096, 30000, rng);
+  for (index_t r = 0; r < 4096; ++r)
+    for (index_t c = std::max<index_t>(r - 3, 0); c <= std::min<index_t>(4095, r + 3); ++c)
+      band_and_scatter.push(r, c, random_value<double>(rng));
+  run("a band through scattered entries, d 8", band_and_scatter, 8);
+  auto long_rows = random_coo<float>(4000, 4000, 150000, rng);
+  for (const index_t r : {index_t{5}, index_t{6}, index_t{1777}, index_t{3999}})
+    for (index_t c = 0; c < 4000; ++c) long_rows.push(r, c, random_value<float>(rng));
+  run("four full rows among scattered entries, d 4", long_rows, 4);
+  Coo<double> bands;
+  bands.rows = bands.cols = 5000;
+  std::uniform_int_distribution<index_t> col(0, 4999), low(0, 999), high(4000, 4999);
+  for (int i = 0; i < 80000; ++i) bands.push(low(rng), col(rng), random_value<double>(rng));
+  for (int i = 0; i < 80000; ++i) bands.push(high(rng), col(rng), random_value<double>(rng));
+  run("empty block rows between two bands, d 4", bands, 4);
+  run("250 x 200, 1000 entries, d 16 (a depth-2 root)", random_coo<float>(250, 200, 1000, rng), 16);
+}
+
 // CSR rows in any column order: reversed rows with duplicates apart (the host
 // reference sums in the CSR's own order: build_matrix(csr_to_coo(csr))).
 TEST(ConvertGpu, CsrColumnsUnsortedWithinRows) {
