@@ -39,7 +39,8 @@ __device__ inline u64 prune_cell(u64 key, u32 b, u32 upper_levels, u64 grid_cols
 }
 
 // Per cell: (leaves << 32 | entries) and leaf bytes. A warp's slots of one
-// cell (a block row's leaves come in column order) add once.
+// cell (a block row's leaves come in column order) add once. The entries
+// never carry into the leaves: check_entry_count caps the input below 2^32.
 template <class V>
 __global__ void prune_sums_kernel(const u64* key, const u32* count, u64 slots, u32 b, u32 upper_levels,
                                   u64 grid_cols, unsigned long long* le, unsigned long long* bytes) {
