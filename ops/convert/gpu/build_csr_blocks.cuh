@@ -16,7 +16,7 @@
 // Where the skeleton has COOW nodes (R-MAT), every path's pass 2 records each
 // entry's depth-2 node (by CSR index) and, under a COOW node, its key there;
 // one stable radix sort by node then lists every COOW node's entries in CSR
-// order, its row-major order (build_skeleton.cuh's fill_coow_nodes_csr). On a
+// order, its row-major order (fill_coow_nodes_csr, below). On a
 // scattered matrix the COOW nodes are decided before the leaves are sorted,
 // and their leaves leave the skeleton (build_coow_prune.cuh).
 // Before, such a matrix went through this path up to the skeleton and then
@@ -199,6 +199,36 @@ void launch_csr_block_rows(WorkMemory& w, const CsrBlockArgs<V, I>& a) {
 
 // The whole CSR path; nothing (and nothing left allocated) where it does not
 // apply.
+// The CSR path's COOW entries: per CSR entry, its
+// depth-2 node (`owner`) and, where that is a COOW node, its key. No per-node
+// sort of keys: one stable radix sort of the owners over the node index's
+// bits puts each COOW node's entries in CSR order, its row-major order.
+struct CsrWideEntries {
+  Array<u32> owner, key;
+};
+
+template <class V>
+void fill_coow_nodes_csr(WorkMemory& w, const Skeleton& k, CsrWideEntries& e, u64 n, const V* val,
+                         std::byte* pool) {
+  if (!k.coow_nodes) return;
+  const cudaStream_t st = w.stream();
+  const Level& v = k.lv[k.L - 2];
+  Array<u32> owner2(w, n), entry2(w, n);
+  {
+    Array<u32> idx(w, n);
+    iota_kernel<<<blocks_for(n), 256, 0, st>>>(idx.get(), n);
+    radix_sort_pairs(w, e.owner.get(), owner2.get(), idx.get(), entry2.get(), n,
+                     static_cast<int>(bit_width_of(v.nodes > 1 ? v.nodes - 1 : u64{1})));
+  }
+  e.owner.release();
+  fill_coow_csr_kernel<V><<<blocks_for(n), 256, 0, st>>>(owner2.get(), entry2.get(), e.key.get(), n, v.type.get(),
+                                                         v.first_leaf.get(), k.entry_scan.get(), v.bytes.get(), v.base,
+                                                         val, pool);
+  w.check_launch("COOW fill kernel");
+  e.key.release();
+  w.phase("COOW fill");
+}
+
 template <class V, class I>
 std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrView<V, I>& in, const Shape& shape,
                                                 const BuildOptions& options, ConvertStats* stats) {

@@ -57,7 +57,7 @@ struct CsrBlockArgs {
   u32* long_rows;
   unsigned long long* long_count;
   u64 long_cap;
-  // pass 2 where the skeleton has COOW nodes (build_skeleton.cuh's
+  // pass 2 where the skeleton has COOW nodes (build_csr_blocks.cuh's
   // CsrWideEntries, by CSR index): null otherwise
   const u32* leaf_parent = nullptr;
   u32* wide_owner = nullptr;

@@ -6,6 +6,47 @@
 
 namespace hisparse::ops::convert_detail {
 
+// Where the skeleton has COOW nodes, the leaf fill leaves the entries of
+// the dropped leaves at the leaves' wide positions (entry_scan[leaf] +
+// rank), each with its key (row16 << 16 | col16 in the node), its index into
+// `val` and its node (`owner`, all ones where no entry is). Sorted per node,
+// they become the nodes' row-major entries.
+struct WideEntries {
+  Array<u32> key, entry, owner;
+};
+
+inline WideEntries wide_entries(WorkMemory& w, const Skeleton& k, u64 n) {
+  WideEntries e;
+  if (!k.coow_nodes) return e;
+  e.key = Array<u32>(w, n);
+  e.entry = Array<u32>(w, n);
+  e.owner = Array<u32>(w, n);
+  cuda_check(cudaMemsetAsync(e.owner.get(), 0xFF, n * sizeof(u32), w.stream()), "cudaMemsetAsync");
+  return e;
+}
+
+template <class V>
+void fill_coow_nodes(WorkMemory& w, const Skeleton& k, WideEntries& e, u64 n, const V* val, std::byte* pool) {
+  if (!k.coow_nodes) return;
+  const cudaStream_t st = w.stream();
+  const Level& v = k.lv[k.L - 2];
+  Array<u64> begin(w, k.coow_nodes), end(w, k.coow_nodes);
+  Array<unsigned long long> next(w, 1);
+  cuda_check(cudaMemsetAsync(next.get(), 0, sizeof(unsigned long long), st), "cudaMemsetAsync");
+  coow_segments_kernel<<<blocks_for(v.nodes), 256, 0, st>>>(v.type.get(), v.nodes, v.first_leaf.get(),
+                                                           k.entry_scan.get(), next.get(), begin.get(), end.get());
+  Array<u32> key2(w, n), entry2(w, n);
+  segmented_sort_pairs(w, e.key.get(), key2.get(), e.entry.get(), entry2.get(), n, k.coow_nodes, begin.get(),
+                       end.get());
+  e.key.release();
+  e.entry.release();
+  fill_coow_kernel<V><<<blocks_for(n), 256, 0, st>>>(key2.get(), entry2.get(), e.owner.get(), n, v.first_leaf.get(),
+                                                     k.entry_scan.get(), v.bytes.get(), v.base, val, pool);
+  w.check_launch("COOW fill kernel");
+  e.owner.release();
+  w.phase("COOW fill");
+}
+
 template <class V>
 DeviceMatrix<V> build_from_sorted(WorkMemory& w, SortedEntries<V> s, const Shape& shape, const BuildOptions& options,
                                   ConvertStats* stats) {

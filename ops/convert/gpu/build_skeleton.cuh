@@ -3,7 +3,6 @@
 // from the leaves in tree order (tree keys, entry counts, node choices) to the
 // upper levels, the offsets of every node, and finally the child references
 // and the pool header. The entries themselves are written by the paths.
-#include <bit>
 #include <utility>
 #include <vector>
 
@@ -169,77 +168,6 @@ void plan_skeleton(WorkMemory& w, Skeleton& k, const BuildOptions& options) {
     k.coow_nodes = read_back(w, c.get(), "read COOW count");
   }
   w.phase("offsets");
-}
-
-// Where the skeleton has COOW nodes, the paths' fills leave the entries of
-// their dropped leaves at the leaves' wide positions (entry_scan[leaf] +
-// rank), each with its key (row16 << 16 | col16 in the node), its index into
-// `val` and its node (`owner`, all ones where no entry is). Sorted per node,
-// they become the nodes' row-major entries.
-struct WideEntries {
-  Array<u32> key, entry, owner;
-};
-
-inline WideEntries wide_entries(WorkMemory& w, const Skeleton& k, u64 n) {
-  WideEntries e;
-  if (!k.coow_nodes) return e;
-  e.key = Array<u32>(w, n);
-  e.entry = Array<u32>(w, n);
-  e.owner = Array<u32>(w, n);
-  cuda_check(cudaMemsetAsync(e.owner.get(), 0xFF, n * sizeof(u32), w.stream()), "cudaMemsetAsync");
-  return e;
-}
-
-template <class V>
-void fill_coow_nodes(WorkMemory& w, const Skeleton& k, WideEntries& e, u64 n, const V* val, std::byte* pool) {
-  if (!k.coow_nodes) return;
-  const cudaStream_t st = w.stream();
-  const Level& v = k.lv[k.L - 2];
-  Array<u64> begin(w, k.coow_nodes), end(w, k.coow_nodes);
-  Array<unsigned long long> next(w, 1);
-  cuda_check(cudaMemsetAsync(next.get(), 0, sizeof(unsigned long long), st), "cudaMemsetAsync");
-  coow_segments_kernel<<<blocks_for(v.nodes), 256, 0, st>>>(v.type.get(), v.nodes, v.first_leaf.get(),
-                                                           k.entry_scan.get(), next.get(), begin.get(), end.get());
-  Array<u32> key2(w, n), entry2(w, n);
-  segmented_sort_pairs(w, e.key.get(), key2.get(), e.entry.get(), entry2.get(), n, k.coow_nodes, begin.get(),
-                       end.get());
-  e.key.release();
-  e.entry.release();
-  fill_coow_kernel<V><<<blocks_for(n), 256, 0, st>>>(key2.get(), entry2.get(), e.owner.get(), n, v.first_leaf.get(),
-                                                     k.entry_scan.get(), v.bytes.get(), v.base, val, pool);
-  w.check_launch("COOW fill kernel");
-  e.owner.release();
-  w.phase("COOW fill");
-}
-
-// The CSR path's COOW entries (build_csr_blocks.cuh): per CSR entry, its
-// depth-2 node (`owner`) and, where that is a COOW node, its key. No per-node
-// sort of keys: one stable radix sort of the owners over the node index's
-// bits puts each COOW node's entries in CSR order, its row-major order.
-struct CsrWideEntries {
-  Array<u32> owner, key;
-};
-
-template <class V>
-void fill_coow_nodes_csr(WorkMemory& w, const Skeleton& k, CsrWideEntries& e, u64 n, const V* val,
-                         std::byte* pool) {
-  if (!k.coow_nodes) return;
-  const cudaStream_t st = w.stream();
-  const Level& v = k.lv[k.L - 2];
-  Array<u32> owner2(w, n), entry2(w, n);
-  {
-    Array<u32> idx(w, n);
-    iota_kernel<<<blocks_for(n), 256, 0, st>>>(idx.get(), n);
-    radix_sort_pairs(w, e.owner.get(), owner2.get(), idx.get(), entry2.get(), n,
-                     static_cast<int>(std::bit_width(v.nodes > 1 ? v.nodes - 1 : u64{1})));
-  }
-  e.owner.release();
-  fill_coow_csr_kernel<V><<<blocks_for(n), 256, 0, st>>>(owner2.get(), entry2.get(), e.key.get(), n, v.type.get(),
-                                                         v.first_leaf.get(), k.entry_scan.get(), v.bytes.get(), v.base,
-                                                         val, pool);
-  w.check_launch("COOW fill kernel");
-  e.key.release();
-  w.phase("COOW fill");
 }
 
 // Child references level by level, then the header; returns the root.
