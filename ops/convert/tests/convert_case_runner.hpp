@@ -211,6 +211,16 @@ void check_input(const std::string& what, const Coo<V>& coo, const BuildOptions&
   run_all_index_types(prepare(what, coo, options, rng), stream);
 }
 
+// check_input in a wide pool, for a case made to hold COOW nodes: a case
+// that holds none would test nothing of them, and fails.
+template <class V>
+void check_wide_input(const std::string& what, const Coo<V>& coo, std::uint32_t node_size, std::mt19937_64& rng,
+                      cudaStream_t stream) {
+  const auto hc = prepare(what, coo, BuildOptions{node_size, true}, rng);
+  ASSERT_GT(validate(hc.host.content()).coow, 0u) << what << ": the case must contain COOW nodes";
+  run_all_index_types(hc, stream);
+}
+
 // ---------------------------------------------------------------------------
 // Inputs.
 

@@ -214,9 +214,7 @@ TEST(ConvertGpu, LongBlockRows) {
   // units' block rows, beside leaves in the same block rows (d 128: ~2 500
   // entries a block row, by windows too; d 16: every unit a COOW node).
   auto wide_case = [&](const std::string& what, const Coo<double>& coo, std::uint32_t d) {
-    const auto hc = prepare(what, coo, BuildOptions{d, true}, rng);
-    ASSERT_GT(validate(hc.host.content()).coow, 0u) << what << ": the case must contain COOW nodes";
-    run_all_index_types(hc, stream.get());
+    check_wide_input(what, coo, d, rng, stream.get());
   };
   wide_case("scattered, wide, d 128", random_coo<double>(20000, 20000, 400000, rng), default_node_size);
   wide_case("scattered, wide, d 16", random_coo<double>(3000, 3000, 60000, rng), 16);
@@ -277,9 +275,7 @@ TEST(ConvertGpu, WideNodes) {
   std::mt19937_64 rng(seed);
   Stream stream;
   auto run = [&](const std::string& what, const auto& coo, std::uint32_t d) {
-    const auto hc = prepare(what, coo, BuildOptions{d, true}, rng);
-    EXPECT_GT(validate(hc.host.content()).coow, 0u) << what << ": the case must contain wide nodes";
-    run_all_index_types(hc, stream.get());
+    check_wide_input(what, coo, d, rng, stream.get());
     // The same input in the standard format (no wide nodes), where it is quick.
     if (coo.nnz() <= 100000) check_input(what, coo, BuildOptions{d, false}, rng, stream.get());
   };
@@ -308,9 +304,7 @@ TEST(ConvertGpu, CoowDecidedBeforeLeaves) {
   std::mt19937_64 rng(seed);
   Stream stream;
   auto run = [&](const std::string& what, const auto& coo, std::uint32_t d) {
-    const auto hc = prepare(what, coo, BuildOptions{d, true}, rng);
-    EXPECT_GT(validate(hc.host.content()).coow, 0u) << what << ": the case must contain COOW nodes";
-    run_all_index_types(hc, stream.get());
+    check_wide_input(what, coo, d, rng, stream.get());
   };
   run("1000^2, 200000 entries, d 2", random_coo<float>(1000, 1000, 200000, rng), 2);
   run("1003 x 517, 120000 entries, d 2", random_coo<double>(1003, 517, 120000, rng), 2);
