@@ -31,15 +31,12 @@ __device__ inline u32 node_count_word(const std::byte* pool, NodeRef r) {
   return *reinterpret_cast<const u32*>(pool + ref_offset(r));
 }
 
-// Warp-uniform node index of the calling warp and the number of warps.
-__device__ inline u64 warp_index() { return (blockIdx.x * u64(blockDim.x) + threadIdx.x) / 32; }
-__device__ inline u64 warp_count() { return u64(gridDim.x) * blockDim.x / 32; }
-
 // Children per node (1 for a COOW node passed down); count[size] = 0 so that
 // the exclusive scan's last element is the next frontier's size.
 __global__ void child_count_kernel(Frontier f, const std::byte* pool, u32 log2_d, u64* count) {
   const u32 lane = threadIdx.x & 31, cells = 1u << (2 * log2_d);
-  for (u64 k = warp_index(); k <= f.size; k += warp_count()) {
+  const u64 warps = (u64(gridDim.x) * blockDim.x) / 32;
+  for (u64 k = (blockIdx.x * u64(blockDim.x) + threadIdx.x) / 32; k <= f.size; k += warps) {
     u32 c = 0;
     if (k < f.size) {
       const NodeRef r = f.ref[k];
@@ -61,7 +58,8 @@ __global__ void expand_kernel(Frontier f, const std::byte* pool, u32 log2_d, con
                               u64* C) {
   const u32 b = log2_d, cells = 1u << (2 * b), lane = threadIdx.x & 31;
   const u32 below = (1u << lane) - 1;
-  for (u64 k = warp_index(); k < f.size; k += warp_count()) {
+  const u64 warps = (u64(gridDim.x) * blockDim.x) / 32;
+  for (u64 k = (blockIdx.x * u64(blockDim.x) + threadIdx.x) / 32; k < f.size; k += warps) {
     const NodeRef r = f.ref[k];
     const NodeType t = ref_type(r);
     const u64 fr = f.R[k], fc = f.C[k];
@@ -99,12 +97,6 @@ __global__ void expand_kernel(Frontier f, const std::byte* pool, u32 log2_d, con
       }
     }
   }
-}
-
-// Grid for a warp per node (at most 2^20 blocks; the kernels stride).
-inline unsigned warp_blocks_for(u64 nodes) {
-  const u64 blocks = (nodes + 7) / 8;
-  return static_cast<unsigned>(blocks == 0 ? 1 : (blocks < (u64{1} << 20) ? blocks : (u64{1} << 20)));
 }
 
 // Replaces the frontier (ref, R, C; `size` nodes) by the nodes one level down.

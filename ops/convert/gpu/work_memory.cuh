@@ -266,4 +266,11 @@ inline unsigned blocks_for(std::uint64_t n, unsigned block = 256) {
   return static_cast<unsigned>(b ? b : 1);
 }
 
+// Grid size for one warp per item in blocks of 256 threads (at most 2^20
+// blocks: such kernels stride over their items).
+inline unsigned warp_blocks_for(std::uint64_t n) {
+  const std::uint64_t b = (n + 7) / 8;
+  return static_cast<unsigned>(b == 0 ? 1 : b < (std::uint64_t{1} << 20) ? b : (std::uint64_t{1} << 20));
+}
+
 }  // namespace hisparse::ops::convert_detail
