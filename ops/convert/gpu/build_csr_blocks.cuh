@@ -19,12 +19,10 @@
 // order, its row-major order (fill_coow_nodes_csr, below). On a
 // scattered matrix the COOW nodes are decided before the leaves are sorted,
 // and their leaves leave the skeleton (build_coow_prune.cuh).
-// Before, such a matrix went through this path up to the skeleton and then
-// began again on the general one.
+//
 // Anything else (an unsorted row, a duplicate, a bad index, a block row
-// spanning over 2^(31-b) leaf columns) returns
-// nothing, and the caller takes the general path, which handles it all (and
-// words the errors).
+// spanning over 2^(31-b) leaf columns) returns nothing, and the caller takes
+// the general path, which handles it all (and words the errors).
 #include <cub/block/block_discontinuity.cuh>
 #include <cub/block/block_radix_sort.cuh>
 #include <cub/block/block_reduce.cuh>
