@@ -42,6 +42,11 @@ std::shared_ptr<runtime::DeviceAllocator> Context::queue_allocator() const {
   return allocator_ == runtime::synchronous_allocator() ? nullptr : allocator_;
 }
 
+DeviceBytes Context::allocate_work(std::size_t bytes) const {
+  if (allocator_ != runtime::synchronous_allocator()) return allocate(bytes);
+  return DeviceBytes(bytes, stream_, runtime::stream_pool_allocator(device_));
+}
+
 void Context::release_cached() {
   cuda_check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize(release_cached)");
   cache_.clear();

@@ -1,14 +1,12 @@
 #pragma once
 // One level of a walk down a node pool on the GPU: a frontier of nodes (with
-// their block coordinates) replaced by their children, in tree order. Serves
-// the extraction (extract_gpu.cuh) and the GPU edit's reading of old entries.
-//
-// A warp per node: an inner node near the root of a large matrix holds up to
-// d² cells (16 384 at d = 128), and one thread walking them alone was most of
-// the extraction's frontier time on R-MAT 2^22 (perf-log C12).
+// their block coordinates) replaced by their children, in tree order, a warp
+// per node (hisparse/ops/node_walk.cuh). Serves the extraction
+// (extract_gpu.cuh) and the GPU edit's reading of old entries.
 #include <cstdint>
 
 #include "hisparse/formats/node.hpp"
+#include "hisparse/ops/node_walk.cuh"
 #include "work_memory.cuh"
 
 namespace hisparse::ops::convert_detail {
@@ -34,68 +32,35 @@ __device__ inline u32 node_count_word(const std::byte* pool, NodeRef r) {
 // Children per node (1 for a COOW node passed down); count[size] = 0 so that
 // the exclusive scan's last element is the next frontier's size.
 __global__ void child_count_kernel(Frontier f, const std::byte* pool, u32 log2_d, u64* count) {
-  const u32 lane = threadIdx.x & 31, cells = 1u << (2 * log2_d);
+  const u32 lane = threadIdx.x & 31;
   const u64 warps = (u64(gridDim.x) * blockDim.x) / 32;
   for (u64 k = (blockIdx.x * u64(blockDim.x) + threadIdx.x) / 32; k <= f.size; k += warps) {
     u32 c = 0;
-    if (k < f.size) {
-      const NodeRef r = f.ref[k];
-      const NodeType t = ref_type(r);
-      if (t == NodeType::dense) {
-        const auto* refs = reinterpret_cast<const NodeRef*>(pool + ref_offset(r));
-#pragma unroll 8
-        for (u32 i = lane; i < cells; i += 32) c += refs[i] != null_ref;
-        c = __reduce_add_sync(~0u, c);
-      } else {
-        c = t == NodeType::coow ? 1u : node_count_word(pool, r);
-      }
-    }
+    if (k < f.size) c = ref_type(f.ref[k]) == NodeType::coow ? 1u : gpu::warp_child_count(pool, f.ref[k], log2_d, lane);
     if (lane == 0) count[k] = c;
   }
 }
 
 __global__ void expand_kernel(Frontier f, const std::byte* pool, u32 log2_d, const u64* first, u32* ref, u64* R,
                               u64* C) {
-  const u32 b = log2_d, cells = 1u << (2 * b), lane = threadIdx.x & 31;
-  const u32 below = (1u << lane) - 1;
+  const u32 b = log2_d, lane = threadIdx.x & 31;
   const u64 warps = (u64(gridDim.x) * blockDim.x) / 32;
   for (u64 k = (blockIdx.x * u64(blockDim.x) + threadIdx.x) / 32; k < f.size; k += warps) {
     const NodeRef r = f.ref[k];
-    const NodeType t = ref_type(r);
-    const u64 fr = f.R[k], fc = f.C[k];
-    u64 o = first[k];
-    if (t == NodeType::coow) {
+    const u64 fr = f.R[k], fc = f.C[k], o = first[k];
+    if (ref_type(r) == NodeType::coow) {
       if (lane == 0) {
         ref[o] = r;
         R[o] = fr;
         C[o] = fc;
       }
-    } else if (t == NodeType::dense) {
-      // Present cells keep their order: a ballot per 32 cells places them.
-      const auto* refs = reinterpret_cast<const NodeRef*>(pool + ref_offset(r));
-      for (u32 base = 0; base < cells; base += 32) {
-        const u32 i = base + lane;
-        const NodeRef c = i < cells ? refs[i] : null_ref;
-        const unsigned present = __ballot_sync(~0u, c != null_ref);
-        if (c != null_ref) {
-          const u64 p = o + __popc(present & below);
-          ref[p] = c;
-          R[p] = (fr << b) | (i >> b);
-          C[p] = (fc << b) | (i & ((1u << b) - 1));
-        }
-        o += __popc(present);
-      }
-    } else {
-      const u32 n = node_count_word(pool, r);
-      const CooLayout l = coo_layout(t, n, sizeof(NodeRef));
-      const auto* coords = reinterpret_cast<const LocalCoord*>(pool + ref_offset(r) + l.coord_offset);
-      const auto* refs = reinterpret_cast<const NodeRef*>(pool + ref_offset(r) + l.value_offset);
-      for (u32 i = lane; i < n; i += 32) {
-        ref[o + i] = refs[i];
-        R[o + i] = (fr << b) | coords[i].row;
-        C[o + i] = (fc << b) | coords[i].col;
-      }
+      continue;
     }
+    gpu::warp_for_each_child(pool, r, b, lane, [&](u32 i, NodeRef c, u32 row, u32 col) {
+      ref[o + i] = c;
+      R[o + i] = (fr << b) | row;
+      C[o + i] = (fc << b) | col;
+    });
   }
 }
 

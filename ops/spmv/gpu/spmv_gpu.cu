@@ -1,5 +1,6 @@
-// Dispatch layer of the GPU SpMV: the runtime setup for SpMV's procedures,
-// plan building (recording the leaves once) and the plan's launch.
+// Dispatch layer of the GPU SpMV: the runtime setup for SpMV's procedures
+// (calls without a plan), plan building (listing the leaves once) and the
+// plan's launch.
 #include <algorithm>
 #include <chrono>
 #include <limits>
@@ -10,6 +11,7 @@
 #include "hisparse/ops/spmv_gpu.hpp"
 #include "hisparse/runtime/runtime.cuh"
 #include "spmv_plan_agents.cuh"
+#include "spmv_plan_leaves.cuh"
 #include "spmv_plan_riders.cuh"
 #include "spmv_plan_tiles.cuh"
 #include "spmv_plan_wide_order.cuh"
@@ -167,8 +169,8 @@ constexpr std::size_t wide_columns_max_bytes = 64 * 1024;
 // slots a queue, 5.6 GB over six queues, for 652 k items in all, whose
 // allocation and first initialisation were a third of a plan's build and most
 // of a one-shot call's set-up), and a traversal can run again, with the full
-// bound, when a queue runs full: plan building only counts and records
-// leaves; a call without a plan restores y first (saved where beta != 0).
+// bound, when a queue runs full: the call restores y first (saved where
+// beta != 0).
 inline constexpr std::uint64_t queue_share = 16;
 
 template <class V>
@@ -193,7 +195,7 @@ struct SpmvCache : Context::CacheEntry {
 template <class V>
 struct GpuSpmv<V>::Impl {
   // A plan made without a context has one of its own (synchronous
-  // allocator), whose cached runtime it releases once built.
+  // allocator); only calls without a plan run the runtime.
   std::unique_ptr<Context> own_context;
   Context* ctx;
   const DeviceMatrix<V>* a;
@@ -202,9 +204,8 @@ struct GpuSpmv<V>::Impl {
   runtime::RunStats run_stats;       // this plan's last traversal (the runtime is the context's)
   std::uint64_t share = 1;           // the queues asked for: 1/share of the capacity that never overflows
   DeviceBytes y_saved;               // a call without a plan, on reduced queues, beta != 0: y before it
-  DeviceBytes counts;  // items per recorded list (plan building)
-  DeviceBytes lists;   // recorded items, lists back to back
-  PlanBins plan{};           // as recorded (the small bin in traversal order)
+  DeviceBytes lists;   // the leaves' items, lists back to back (LeafLists)
+  PlanBins plan{};           // as listed (the small bin in tree order)
   PlanBins oriented[2]{};    // what runs, for A and for A^T: the small bin by output block, riders split off
   PlanRiders rider_lists[2]{};
   RiderPlan riders[2];
@@ -228,13 +229,10 @@ struct GpuSpmv<V>::Impl {
       : own_context(std::make_unique<Context>(s, runtime::synchronous_allocator())),
         ctx(own_context.get()), a(&m), options(o), stream(s) {
     init();
-    // A plan's queues are not used again: released with the runtime.
-    if (options.reuse_traversal) own_context->release_cached();
   }
 
   void init() {
     ctx->check_device("spmv");
-    counts = ctx->allocate(sizeof(unsigned long long) * plan_list_count);
     int device = 0;
     cuda_check(cudaGetDevice(&device), "cudaGetDevice");
     cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute(SMs)");
@@ -263,25 +261,6 @@ struct GpuSpmv<V>::Impl {
     }
   }
 
-  // One traversal of plan building (the leaf counts reset first: both
-  // traversals count into them). A queue that runs full on the reduced
-  // capacity (queue_share) has the traversal run again with the full one.
-  void plan_traversal(const SpmvState<V>& st) {
-    for (;;) {
-      cuda_check(cudaMemsetAsync(counts.get(), 0, counts.size(), stream), "cudaMemsetAsync(leaf counts)");
-      if (a->root() == null_ref) return;
-      try {
-        traverse(st);
-        return;
-      } catch (const runtime::QueueOverflow&) {
-        if (share == 1) throw;
-        runtime::log::debug("spmv plan: a queue ran full at the reduced capacity; the traversal runs again with the full one");
-        share = 1;
-        ++stats.traversal_reruns;
-      }
-    }
-  }
-
   SpmvState<V> state(const V* x, V* y, V alpha) const {
     SpmvState<V> st{};
     st.pool = a->pool();
@@ -293,38 +272,29 @@ struct GpuSpmv<V>::Impl {
     st.y = y;
     st.y_size = a->rows();
     st.y_vec4 = reinterpret_cast<std::uintptr_t>(y) % 16 == 0;
-    st.leaf_counts = counts.as<unsigned long long>();
     st.large_chunk = large_chunk;
     return st;
   }
 
-  // Two traversals through the runtime: one counts the leaves per bin, one
-  // records them into lists of exactly that size.
+  // A's leaves listed by a walk down the tree (spmv_plan_leaves.cuh), then
+  // the lists arranged for the calls: output tiles, or riders per
+  // orientation, and the wide chunks' column order.
   void build_plan() {
     const auto t0 = std::chrono::steady_clock::now();
-    SpmvState<V> st = state(nullptr, nullptr, V(1));
-    st.record = true;
-    plan_traversal(st);
-    unsigned long long n[plan_list_count];
-    cuda_check(cudaMemcpyAsync(n, counts.get(), sizeof(n), cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync(leaf counts)");
-    cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(leaf counts)");
-    const auto t_counted = std::chrono::steady_clock::now();
-    std::uint64_t total = 0;
-    for (std::uint32_t l = 0; l < plan_list_count; ++l) total += n[l];
-    lists = ctx->allocate(std::max<std::uint64_t>(total, 1) * sizeof(NodeItem));
-    std::uint64_t offset = 0;
+    LeafLists leaves = list_leaves(a->pool(), a->root(), a->shape().log2_node_size, a->shape().depth, large_chunk, *ctx);
+    const auto t_listed = std::chrono::steady_clock::now();
+    const std::uint64_t(&n)[plan_list_count] = leaves.count;
     for (std::uint32_t b = 0; b < leaf_bin_count; ++b) {
-      st.leaf_lists[b] = lists.as<NodeItem>() + offset;
-      plan.items[b] = st.leaf_lists[b];
+      plan.items[b] = leaves.list(b);
       plan.count[b] = n[b];
-      offset += n[b];
       stats.leaves[b] = n[b];
     }
     assign_blocks(plan);
-    st.leaf_lists[list_wide_blocks] = lists.as<NodeItem>() + offset;
-    wide_blocks = st.leaf_lists[list_wide_blocks];
+    wide_blocks = leaves.list(list_wide_blocks);
     wide_block_count = n[list_wide_blocks];
-    const std::size_t wide_acc = (std::size_t{1} << (2 * st.log2d)) * sizeof(V);
+    lists = std::move(leaves.items);
+    const std::uint32_t log2d = a->shape().log2_node_size;
+    const std::size_t wide_acc = (std::size_t{1} << (2 * log2d)) * sizeof(V);
     if (wide_block_count > 0 && !options.wide_column_order && wide_acc <= wide_columns_max_bytes) {
       cuda_check(cudaFuncSetAttribute(run_plan_wide_columns<V>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(wide_acc)),
@@ -333,9 +303,6 @@ struct GpuSpmv<V>::Impl {
                                                                wide_block_threads, wide_acc),
                  "cudaOccupancyMaxActiveBlocksPerMultiprocessor(run_plan_wide_columns)");
     }
-    plan_traversal(st);
-    cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(plan)");
-    const auto t_recorded = std::chrono::steady_clock::now();
     const Shape& shape = a->shape();
     use_tiles = options.tiles != SpmvOptions::Tiles::never && tiles_fit(shape.rows, shape.cols, shape.log2_node_size);
     if (use_tiles) {
@@ -362,7 +329,7 @@ struct GpuSpmv<V>::Impl {
     }
     const auto t_oriented = std::chrono::steady_clock::now();
     if (options.wide_column_order && wide_block_count > 0) {
-      wide_order = plan_wide_order(a->pool(), wide_blocks, wide_block_count, st.log2d, *ctx);
+      wide_order = plan_wide_order(a->pool(), wide_blocks, wide_block_count, log2d, *ctx);
       stats.wide_order_bytes = wide_order.bytes();
       stats.wide_column_runs = wide_order.column_runs;
     }
@@ -370,10 +337,9 @@ struct GpuSpmv<V>::Impl {
     const auto ms = [](auto from, auto to) { return std::chrono::duration<double, std::milli>(to - from).count(); };
     stats.traversal_ms = ms(t0, t_end);
     if (runtime::log::enabled(runtime::log::Level::debug))
-      runtime::log::debug("spmv plan built in " + std::to_string(stats.traversal_ms) + " ms: counting traversal " +
-                          std::to_string(ms(t0, t_counted)) + ", recording traversal " +
-                          std::to_string(ms(t_counted, t_recorded)) + (use_tiles ? ", tiles " : ", riders ") +
-                          std::to_string(ms(t_recorded, t_oriented)) + ", wide order " +
+      runtime::log::debug("spmv plan built in " + std::to_string(stats.traversal_ms) + " ms: leaves listed " +
+                          std::to_string(ms(t0, t_listed)) + (use_tiles ? ", tiles " : ", riders ") +
+                          std::to_string(ms(t_listed, t_oriented)) + ", wide order " +
                           std::to_string(ms(t_oriented, t_end)) + " ms");
   }
 
@@ -518,7 +484,8 @@ const runtime::RunStats& GpuSpmv<V>::last_run() const {
 
 template <class V>
 void spmv(const DeviceMatrix<V>& a, const V* x, V* y, V alpha, V beta, SpmvOptions options, cudaStream_t stream) {
-  // One multiplication: recording the leaves would cost two extra traversals.
+  // One multiplication: one traversal finds and multiplies the leaves; a plan
+  // would list them first.
   options.reuse_traversal = false;
   GpuSpmv<V> plan(a, options, stream);
   plan(x, y, alpha, beta);

@@ -236,11 +236,10 @@ __global__ void write_units(const NodeItem* items, const std::uint32_t* n, const
 
 inline void launched(const char* what) { cuda_check(cudaGetLastError(), what); }
 
-// Work memory of one call, carved from one allocation (with the synchronous
-// allocator, cudaFree synchronizes: one of them, not a dozen).
+// Work memory of one call, carved from one allocation (Context::allocate_work).
 class Scratch {
  public:
-  Scratch(const Context& ctx, std::size_t bytes) : mem_(ctx.allocate(std::max<std::size_t>(bytes, 1))) {}
+  Scratch(const Context& ctx, std::size_t bytes) : mem_(ctx.allocate_work(std::max<std::size_t>(bytes, 1))) {}
   template <class T>
   T* take(std::uint64_t count) {
     const std::size_t at = used_;

@@ -98,7 +98,8 @@ __global__ void __launch_bounds__(wide_block_threads) sort_chunks(const std::byt
 }  // namespace wide_order_detail
 
 // The column order of `count` whole-block chunk items (list_wide_blocks) of a
-// pool with node size 2^log2d. Synchronizes the context's stream; memory from its allocator.
+// pool with node size 2^log2d. Synchronizes the context's stream; memory from its allocator
+// (work memory from allocate_work).
 inline WideOrder plan_wide_order(const std::byte* pool, const NodeItem* items, std::uint64_t count, std::uint32_t log2d,
                                  const Context& ctx) {
   using namespace wide_order_detail;
@@ -106,7 +107,7 @@ inline WideOrder plan_wide_order(const std::byte* pool, const NodeItem* items, s
   WideOrder out;
   if (count == 0) return out;
   if (count > 0x7fffffffu) throw Error("spmv: more than 2^31 wide-node chunks");
-  DeviceBytes len = ctx.allocate(count * sizeof(std::uint64_t));
+  DeviceBytes len = ctx.allocate_work(count * sizeof(std::uint64_t));
   out.first = ctx.allocate(count * sizeof(std::uint64_t));
   const auto grid = static_cast<unsigned>(std::clamp<std::uint64_t>((count + 255) / 256, 1, 4096));
   padded_lengths<<<grid, 256, 0, stream>>>(pool, items, count, len.as<std::uint64_t>());
@@ -115,7 +116,7 @@ inline WideOrder plan_wide_order(const std::byte* pool, const NodeItem* items, s
   cuda_check(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, len.as<std::uint64_t>(), out.first.as<std::uint64_t>(),
                                            count, stream),
              "cub::DeviceScan::ExclusiveSum (size, SpMV wide order)");
-  DeviceBytes temp = ctx.allocate(std::max<std::size_t>(temp_bytes, 1));
+  DeviceBytes temp = ctx.allocate_work(std::max<std::size_t>(temp_bytes, 1));
   cuda_check(cub::DeviceScan::ExclusiveSum(temp.get(), temp_bytes, len.as<std::uint64_t>(), out.first.as<std::uint64_t>(),
                                            count, stream),
              "cub::DeviceScan::ExclusiveSum (SpMV wide order)");
@@ -129,7 +130,7 @@ inline WideOrder plan_wide_order(const std::byte* pool, const NodeItem* items, s
   cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(SpMV wide order size)");
   out.entries = tail[0] + tail[1];
   out.order = ctx.allocate(std::max<std::uint64_t>(out.entries, 4) * sizeof(std::uint16_t));
-  DeviceBytes runs = ctx.allocate(sizeof(unsigned long long));
+  DeviceBytes runs = ctx.allocate_work(sizeof(unsigned long long));
   cuda_check(cudaMemsetAsync(runs.get(), 0, runs.size(), stream), "cudaMemsetAsync(wide column runs)");
   sort_chunks<<<static_cast<unsigned>(count), wide_block_threads, 0, stream>>>(
       pool, items, out.first.as<std::uint64_t>(), out.order.as<std::uint16_t>(), static_cast<int>(2 * log2d),

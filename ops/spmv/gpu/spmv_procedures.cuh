@@ -62,14 +62,9 @@ struct SpmvState {
   V* y;
   std::uint64_t y_size;  // op(A).rows()
   bool y_vec4;           // y is 16-byte aligned: f32 accumulators are flushed four at a time
-  // Plan building: with `record` set, inner nodes append leaves to the lists
-  // (or only count them when the lists are null) instead of enqueueing them.
-  bool record;
   // Entries per item of a large leaf (a multiple of 128): the host picks it so
   // that a small matrix with a few big leaves still gives every SM work.
   std::uint32_t large_chunk;
-  unsigned long long* leaf_counts;  // [plan_list_count]
-  NodeItem* leaf_lists[plan_list_count];
 };
 
 // The bin a leaf goes to, from its reference and (for sparse nodes) its count.
@@ -558,51 +553,6 @@ struct InnerProcedure {
   static constexpr std::uint32_t min_blocks_per_sm = 4;  // 88 registers left 25% occupancy
   static constexpr const char* name = "spmv-inner";
 
-  // Plan building: each lane appends its child to the lists (or only counts).
-  template <class Context>
-  __device__ static void record(const NodeItem& child, const Context& ctx) {
-    const SpmvState<V>& st = ctx.state();
-    auto record_chunks = [&](std::uint32_t list, std::uint32_t chunks) {
-      const unsigned long long slot = atomicAdd(st.leaf_counts + list, static_cast<unsigned long long>(chunks));
-      if (st.leaf_lists[list])
-        for (std::uint32_t k = 0; k < chunks; ++k) st.leaf_lists[list][slot + k] = NodeItem{child.brow, child.bcol, child.ref, k};
-    };
-    if (ref_type(child.ref) == NodeType::coow) {
-      record_chunks(list_wide_blocks, coow_chunks(st.pool, child.ref, wide_block_chunk));
-      record_chunks(bin_wide, coow_chunks(st.pool, child.ref));
-      return;
-    }
-    if (inner_level(child) + 1 < st.depth) {
-      ctx.template enqueue<InnerProcedure>(child);  // whole: it splits itself
-      return;
-    }
-    const std::uint32_t bin = leaf_bin(st.pool, child.ref);
-    if (bin == bin_dense) {
-      record_chunks(bin_dense, dense_chunks(st.log2d));
-      return;
-    }
-    if (bin == bin_large) {
-      const std::uint32_t n = *reinterpret_cast<const std::uint32_t*>(st.pool + ref_offset(child.ref));
-      record_chunks(bin_large, (n + st.large_chunk - 1) / st.large_chunk);
-      return;
-    }
-    // One reservation per bin and warp, slots in lane order: the lanes hold
-    // consecutive children of one node, so leaves that share a block row
-    // stay adjacent in the list and the plan's warp merge can combine their
-    // outputs (a long row's leaves would otherwise be scattered by the
-    // appends of thousands of other warps, and each add its own atomic to
-    // one address).
-    const unsigned active = __activemask();
-    const unsigned peers = __match_any_sync(active, bin);
-    const unsigned hw_lane = threadIdx.x & 31u;
-    const unsigned leader = __ffs(peers) - 1;
-    unsigned long long base = 0;
-    if (hw_lane == leader) base = atomicAdd(st.leaf_counts + bin, static_cast<unsigned long long>(__popc(peers)));
-    base = __shfl_sync(peers, base, leader);
-    const unsigned long long slot = base + __popc(peers & ((1u << hw_lane) - 1u));
-    if (st.leaf_lists[bin]) st.leaf_lists[bin][slot] = child;
-  }
-
   // A traversal: the whole warp routes one child per lane (`valid` false
   // where a lane has none). Each destination queue takes the warp's items
   // in one collective enqueue, chunked nodes as their chunks: a wide node,
@@ -650,12 +600,7 @@ struct InnerProcedure {
     const std::uint32_t level = inner_level(it);
     // A leaf or a wide node as the root (a tree of one or two levels).
     if (level + 1 == st.depth || ref_type(it.ref) == NodeType::coow) {
-      const NodeItem leaf{it.brow, it.bcol, it.ref, level};
-      if (st.record) {
-        if (lane == 0) record(leaf, ctx);
-      } else {
-        route(leaf, lane == 0, ctx);
-      }
+      route(NodeItem{it.brow, it.bcol, it.ref, level}, lane == 0, ctx);
       return;
     }
     const std::uint32_t b = st.log2d;
@@ -689,16 +634,12 @@ struct InnerProcedure {
           lc = v.coords[i];
         }
         valid = r != null_ref;
-        // Inner children are whole nodes (record() enqueues them so; route()
-        // cuts them into parts); a leaf's `level` is its plain level.
+        // Inner children are whole nodes (route() cuts them into parts); a
+        // leaf's `level` is its plain level.
         child = inner_item((it.brow << b) | lc.row, (it.bcol << b) | lc.col, r, level + 1,
                            level + 2 < st.depth ? whole_node : 0u);
       }
-      if (st.record) {
-        if (valid) record(child, ctx);
-      } else {
-        route(child, valid, ctx);
-      }
+      route(child, valid, ctx);
     }
   }
 };

@@ -59,6 +59,11 @@ class Context {
 
   // `bytes` of device memory from the allocator, on the context's stream.
   [[nodiscard]] DeviceBytes allocate(std::size_t bytes) const { return DeviceBytes(bytes, stream_, allocator_); }
+  // Work memory that dies within a call, on the context's stream: from the
+  // allocator, except for the synchronous one, where from the device's
+  // stream-ordered pool (each cudaFree synchronises the device; a plan
+  // build's dozen work buffers cost about a millisecond that way).
+  [[nodiscard]] DeviceBytes allocate_work(std::size_t bytes) const;
   // Throws Error naming `op` unless the current device is the context's.
   void check_device(const char* op) const;
 

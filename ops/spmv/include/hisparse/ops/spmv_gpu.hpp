@@ -2,11 +2,11 @@
 // Public entry point of the GPU SpMV: y = alpha * op(A) * x + beta * y on
 // device vectors, op and scale from the DeviceMatrix's state at call time.
 //
-// GpuSpmv is a reusable plan. With reuse_traversal (the default) its first
-// use walks the hierarchy once through the runtime and records the leaves per
-// bin; every call then runs the leaf procedures straight from those lists in
-// one launch, paying the traversal never again (iterative solvers). Without
-// it, every call is a full runtime run under the chosen controller (seed 004).
+// GpuSpmv is a reusable plan. With reuse_traversal (the default) building it
+// walks the hierarchy once, a level at a time, and lists the leaves per bin
+// (then output tiles or riders); every call runs straight from those lists,
+// paying the traversal never again (iterative solvers). Without it, every
+// call is a full runtime traversal under the chosen controller (seed 004).
 // Plain C++: host code compiled without nvcc can use it.
 #include <cuda_runtime.h>
 
@@ -74,7 +74,7 @@ struct SpmvPlanStats {
   std::array<std::uint64_t, 2> tiles{};       // output tiles of A and A^T (0: not used)
   std::array<std::uint64_t, 2> split_tiles{};  // of those, tiles that share their output block with others
   std::array<std::uint64_t, 2> tile_bytes{};  // their device memory (units, tiles), read by every call in that orientation
-  double traversal_ms = 0;                 // plan building (two traversals, the rider and wide-order sorts), host clock
+  double traversal_ms = 0;                 // plan building (the leaf walk, tiles or riders, the wide order), host clock
   std::uint32_t traversal_reruns = 0;      // traversals run again with the full queue capacity (a queue ran full)
   std::uint64_t runs = 0;
 };
@@ -86,8 +86,9 @@ class GpuSpmv {
   // scale) is read at every call, so transposing needs no new plan.
   explicit GpuSpmv(const DeviceMatrix<V>& a, SpmvOptions options = {}, cudaStream_t stream = nullptr);
   // On a context (which must outlive the plan): the plan's memory comes from
-  // its allocator, the traversals run on its cached runtime (kept for the
-  // next plan or call), calls run on its stream as it was at construction.
+  // its allocator (work memory: Context::allocate_work), traversals of calls
+  // without a plan run on its cached runtime (kept for the next call), calls
+  // run on its stream as it was at construction.
   // Building synchronises the stream (the leaf counts and tile sizes are
   // read on the host); with the reused traversal every call is then
   // asynchronous, allocates nothing and can be captured into a CUDA graph.
@@ -103,7 +104,7 @@ class GpuSpmv {
 
   [[nodiscard]] const SpmvPlanStats& stats() const;
   // The runtime's statistics of the last traversal (a call without the
-  // reused traversal, or the plan's second recording traversal), after the
+  // reused traversal; a plan runs none), after the
   // stream has synchronized: items per procedure, launches, and with
   // SpmvOptions::profile the per-procedure times and queue fill over time.
   [[nodiscard]] const runtime::RunStats& last_run() const;
