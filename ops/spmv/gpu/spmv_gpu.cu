@@ -304,7 +304,10 @@ struct GpuSpmv<V>::Impl {
                  "cudaOccupancyMaxActiveBlocksPerMultiprocessor(run_plan_wide_columns)");
     }
     const Shape& shape = a->shape();
-    use_tiles = options.tiles != SpmvOptions::Tiles::never && tiles_fit(shape.rows, shape.cols, shape.log2_node_size);
+    const std::uint64_t standard = n[bin_one] + n[bin_small] + n[bin_large] + n[bin_dense];
+    // No standard leaves (a matrix of wide nodes): nothing to tile.
+    use_tiles = options.tiles != SpmvOptions::Tiles::never && standard > 0 &&
+                tiles_fit(shape.rows, shape.cols, shape.log2_node_size);
     if (use_tiles) {
       // Units per tile (a warp's, done one after the other): enough tiles
       // to give every warp slot of the GPU about two, at least one, at most
@@ -312,7 +315,6 @@ struct GpuSpmv<V>::Impl {
       // warp ran 0.44 ms against 0.32 split in two (perf-log 19).
       const std::uint64_t per_tile = a->nnz() / (2 * warp_slots * tile_unit_entries);
       const auto tile_units = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(per_tile, 1, 16));
-      const std::uint64_t standard = n[bin_one] + n[bin_small] + n[bin_large] + n[bin_dense];
       const std::uint32_t min_fill = options.tiles == SpmvOptions::Tiles::always ? 0 : tile_unit_entries / 4;
       use_tiles = plan_tiles<V>(a->pool(), plan.items[bin_one], standard, n[bin_one] + n[bin_small], shape.rows,
                                 shape.cols, shape.log2_node_size, tile_units, min_fill, *ctx, tiles);

@@ -139,13 +139,26 @@ __global__ void list_counts(const NodeItem* leaves, u64 n, const std::byte* pool
 }
 
 // A leaf's items in list `l` from `first[i]` on: its block coordinates and
-// reference, the chunk index in `level`.
+// reference, the chunk index in `level`. A thread per leaf writes the
+// standard bins (at most dense_chunks items a leaf, 16 at d = 128).
 __global__ void write_list(const NodeItem* leaves, u64 n, const std::byte* pool, u32 l, u32 log2d, u32 large_chunk,
                            const u64* first, NodeItem* out) {
   for (u64 i = blockIdx.x * u64{blockDim.x} + threadIdx.x; i < n; i += u64{gridDim.x} * blockDim.x) {
     const NodeItem it = leaves[i];
     const u32 c = items_in(pool, it.ref, l, log2d, large_chunk);
     for (u32 k = 0; k < c; ++k) out[first[i] + k] = NodeItem{it.brow, it.bcol, it.ref, k};
+  }
+}
+
+// The same by a warp per leaf, for the wide lists: a power-law matrix's
+// heaviest wide node has thousands of chunks, which one thread wrote alone.
+__global__ void __launch_bounds__(walk_threads) write_wide_list(const NodeItem* leaves, u64 n, const std::byte* pool,
+                                                                u32 l, const u64* first, NodeItem* out) {
+  const u32 lane = threadIdx.x & 31;
+  for (u64 i = first_warp(); i < n; i += warp_stride()) {
+    const NodeItem it = leaves[i];
+    const u32 c = items_in(pool, it.ref, l, 0, 1);  // wide lists: log2d and large_chunk unused
+    for (u32 k = lane; k < c; k += 32) out[first[i] + k] = NodeItem{it.brow, it.bcol, it.ref, k};
   }
 }
 
@@ -219,8 +232,13 @@ inline LeafLists list_leaves(const std::byte* pool, NodeRef root, std::uint32_t 
                                                                first.as<u64>());
     launched("launch of list_counts (SpMV plan)");
     exclusive_sum_in_place(first.as<u64>(), n, ctx, "cub::DeviceScan::ExclusiveSum (SpMV plan lists)");
-    write_list<<<stride_grid(n), stride_threads, 0, stream>>>(frontier.as<NodeItem>(), n, pool, l, log2d, large_chunk,
-                                                              first.as<u64>(), out.list(l));
+    if (l >= bin_wide) {
+      write_wide_list<<<warp_grid(n), walk_threads, 0, stream>>>(frontier.as<NodeItem>(), n, pool, l, first.as<u64>(),
+                                                                 out.list(l));
+    } else {
+      write_list<<<stride_grid(n), stride_threads, 0, stream>>>(frontier.as<NodeItem>(), n, pool, l, log2d, large_chunk,
+                                                                first.as<u64>(), out.list(l));
+    }
     launched("launch of write_list (SpMV plan)");
   }
   return out;

@@ -236,23 +236,39 @@ __global__ void write_units(const NodeItem* items, const std::uint32_t* n, const
 
 inline void launched(const char* what) { cuda_check(cudaGetLastError(), what); }
 
-// Work memory of one call, carved from one allocation (Context::allocate_work).
-class Scratch {
+// Arrays carved one after another from one allocation, each 256-byte
+// aligned and at least one element long (size_of says how much each takes).
+class Carve {
  public:
-  Scratch(const Context& ctx, std::size_t bytes) : mem_(ctx.allocate_work(std::max<std::size_t>(bytes, 1))) {}
+  explicit Carve(const DeviceBytes& mem) : base_(static_cast<std::byte*>(mem.get())) {}
   template <class T>
   T* take(std::uint64_t count) {
     const std::size_t at = used_;
-    used_ += (std::max<std::uint64_t>(count, 1) * sizeof(T) + 255) / 256 * 256;
-    return reinterpret_cast<T*>(static_cast<std::byte*>(mem_.get()) + at);
+    used_ += size_of(count, sizeof(T));
+    return reinterpret_cast<T*>(base_ + at);
   }
   static constexpr std::size_t size_of(std::uint64_t count, std::size_t elem) {
     return (std::max<std::uint64_t>(count, 1) * elem + 255) / 256 * 256;
   }
 
  private:
-  DeviceBytes mem_;
+  std::byte* base_;
   std::size_t used_ = 0;
+};
+
+// Work memory of one call, carved from one allocation (Context::allocate_work).
+class Scratch {
+ public:
+  Scratch(const Context& ctx, std::size_t bytes) : mem_(ctx.allocate_work(std::max<std::size_t>(bytes, 1))), carve_(mem_) {}
+  template <class T>
+  T* take(std::uint64_t count) {
+    return carve_.template take<T>(count);
+  }
+  static constexpr std::size_t size_of(std::uint64_t count, std::size_t elem) { return Carve::size_of(count, elem); }
+
+ private:
+  DeviceBytes mem_;
+  Carve carve_;
 };
 
 }  // namespace tile_detail

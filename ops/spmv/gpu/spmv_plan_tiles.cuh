@@ -34,20 +34,18 @@
 
 namespace hisparse::ops::spmv_gpu {
 
+// One orientation's tiles, units, split groups (a counter and d sums per
+// slot) and gathered entries, carved from one allocation (with the
+// synchronous allocator each cudaMalloc costs tens of microseconds).
 template <class V>
 struct TilePlan {
-  DeviceBytes tiles, units, groups, arrivals, sums, gathered;
+  DeviceBytes memory;
+  TileView<V> parts{};
   std::uint64_t tile_count = 0;
   std::uint64_t split_tiles = 0;
-  // What a call reads beyond the pool: units and tiles (and per split
-  // block a counter and d sums per slot).
-  [[nodiscard]] std::uint64_t bytes() const {
-    return tiles.size() + units.size() + groups.size() + arrivals.size() + sums.size() + gathered.size();
-  }
-  [[nodiscard]] TileView<V> view() const {
-    return {tiles.as<Tile>(), units.as<TileUnit>(), groups.as<SplitGroup>(), arrivals.as<unsigned>(), sums.as<V>(),
-            gathered.as<GatherEntry>()};
-  }
+  // What a call reads beyond the pool.
+  [[nodiscard]] std::uint64_t bytes() const { return memory.size(); }
+  [[nodiscard]] TileView<V> view() const { return parts; }
 };
 
 // Where tiles can address everything: block indices and unit counts in 32
@@ -183,33 +181,38 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
                "cudaMemcpyAsync(SpMV unit count)");
     cuda_check(cudaMemcpyAsync(ends + 1, gather_first + blocks, u32, cudaMemcpyDeviceToHost, stream),
                "cudaMemcpyAsync(SpMV gathered count)");
+    phases += ", enqueued " + std::to_string(ms(t0));  // the host's share: launches and CUB's dispatch
     cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(SpMV tile counts)");
     if (sizes.tiles >= (1u << 31)) throw LimitError("spmv: the plan needs more than 2^31 tiles");
     TilePlan<V>& p = out[o];
     p.tile_count = sizes.tiles;
     p.split_tiles = sizes.split_tiles;
-    p.tiles = ctx.allocate((std::uint64_t{sizes.tiles} + 1) * sizeof(Tile));
-    p.units = ctx.allocate(std::max<std::uint64_t>(ends[0], 1) * sizeof(TileUnit));
-    p.gathered = ctx.allocate(std::max<std::uint64_t>(ends[1], 1) * sizeof(GatherEntry));
-    p.groups = ctx.allocate(std::max<std::uint64_t>(sizes.groups, 1) * sizeof(SplitGroup));
-    p.arrivals = ctx.allocate(std::max<std::uint64_t>(sizes.groups, 1) * sizeof(unsigned));
-    p.sums = ctx.allocate(std::max<std::uint64_t>(std::uint64_t{sizes.slots} << log2d, 1) * sizeof(V));
-    cut.tiles = p.tiles.template as<Tile>();
-    cut.groups = p.groups.template as<SplitGroup>();
+    const std::uint64_t n_tiles = std::uint64_t{sizes.tiles} + 1, n_sums = std::uint64_t{sizes.slots} << log2d;
+    // Arrivals and sums first: one memset clears both.
+    const std::size_t zeroed = Scratch::size_of(sizes.groups, sizeof(unsigned)) + Scratch::size_of(n_sums, sizeof(V));
+    p.memory = ctx.allocate(zeroed + Scratch::size_of(n_tiles, sizeof(Tile)) + Scratch::size_of(ends[0], sizeof(TileUnit)) +
+                            Scratch::size_of(ends[1], sizeof(GatherEntry)) +
+                            Scratch::size_of(sizes.groups, sizeof(SplitGroup)));
+    Carve carve(p.memory);
+    unsigned* arrivals = carve.take<unsigned>(sizes.groups);
+    V* sums = carve.take<V>(n_sums);
+    cut.tiles = carve.take<Tile>(n_tiles);
+    TileUnit* units = carve.take<TileUnit>(ends[0]);
+    GatherEntry* gathered = carve.take<GatherEntry>(ends[1]);
+    cut.groups = carve.take<SplitGroup>(sizes.groups);
+    p.parts = TileView<V>{cut.tiles, units, cut.groups, arrivals, sums, gathered};
     cut_tiles<<<stride_grid(chunks + 1), stride_threads, 0, stream>>>(cut, chunks, nullptr, at);
     launched("launch of cut_tiles (SpMV tiles)");
     const BlockStarts starts{unit_first, big_first, gather_first, singles};
-    write_gather_units<<<stride_grid(blocks), stride_threads, 0, stream>>>(starts, tile_start, blocks, p.units.template as<TileUnit>());
+    write_gather_units<<<stride_grid(blocks), stride_threads, 0, stream>>>(starts, tile_start, blocks, units);
     launched("launch of write_gather_units (SpMV tiles)");
     if (leaves > 0) {
       write_units<V><<<stride_grid(leaves), stride_threads, 0, stream>>>(items, n, order, sorted_keys, unit_at, gather_at, starts, pool,
                                                           tile_start, leaves, by_col, log2d,
-                                                          p.units.template as<TileUnit>(),
-                                                          p.gathered.template as<GatherEntry>());
+                                                          units, gathered);
       launched("launch of write_units (SpMV tiles)");
     }
-    cuda_check(cudaMemsetAsync(p.arrivals.get(), 0, p.arrivals.size(), stream), "cudaMemsetAsync(SpMV tile arrivals)");
-    cuda_check(cudaMemsetAsync(p.sums.get(), 0, p.sums.size(), stream), "cudaMemsetAsync(SpMV tile sums)");
+    cuda_check(cudaMemsetAsync(p.memory.get(), 0, zeroed, stream), "cudaMemsetAsync(SpMV tile arrivals and sums)");
     phases += ", orientation " + std::to_string(o) + " " + std::to_string(ms(t0));
   }
   cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(SpMV tiles)");  // the scratch dies on return
