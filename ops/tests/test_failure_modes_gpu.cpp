@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <random>
 #include <string>
 #include <utility>
@@ -262,6 +263,7 @@ TEST_P(FailureModes, EveryAllocationFailsInTurn) {
   ASSERT_EQ(run_every_op(o, da, db, "with room"), 0);
   runtime::release_cached_memory();
   const std::size_t baseline = free_device_bytes();
+  std::map<std::string, long> allocations;  // per op, both kinds
   for (const bool in_runtime : {false, true}) {
     const auto inject = [in_runtime](long k) {
       if (in_runtime) runtime::inject_allocation_failure(k);
@@ -289,11 +291,12 @@ TEST_P(FailureModes, EveryAllocationFailsInTurn) {
       }
       std::printf("  %s: %ld %s allocations, each failed in turn\n", op.c_str(), k,
                   in_runtime ? "runtime" : "DeviceBytes");
-      if (!in_runtime) {
-        EXPECT_GT(k, 0) << op << " allocates no DeviceBytes";  // every op allocates its result
-      }
+      allocations[op] += k;
     }
   }
+  // Every op allocates: its result, or (a one-shot SpMV, whose result is the
+  // caller's y) the runtime's queues.
+  for (const auto& [op, k] : allocations) EXPECT_GT(k, 0) << op << " allocates nothing: the sweep tested nothing";
   EXPECT_EQ(run_every_op(o, da, db, "after the injections"), 0);
 }
 
@@ -307,15 +310,12 @@ TEST_P(FailureModes, QueueOverflowInEveryOp) {
     ops::SpmvOptions so;
     so.controller = c;
     so.queue_capacity = tiny;
-    // The plan's recording traversal lists wide (COOW) nodes as it meets
-    // them: with wide nodes right below the root it may need no queue room
-    // at all, and must then give the right y.
-    try {
+    // A plan lists its leaves without the runtime: queue_capacity does not
+    // concern it, and it gives the right y.
+    {
       ops::GpuSpmv<float> plan(da, so);
-      EXPECT_TRUE(wide) << what << " spmv plan: no overflow with 32 slots";
       plan(x.p, y.p);
-      expect_close(y.read(o.a.rows()), o.y_ref, what + " spmv plan in 32 slots");
-    } catch (const runtime::QueueOverflow&) {
+      expect_close(y.read(o.a.rows()), o.y_ref, what + " spmv plan, queue_capacity 32");
     }
     expect_device_usable(what + " spmv plan");
     so.reuse_traversal = false;

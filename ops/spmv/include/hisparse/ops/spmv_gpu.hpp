@@ -56,13 +56,13 @@ struct SpmvOptions {
   // Without the reused traversal: every call records where the runtime's
   // time went (RuntimeConfig::profile), read with last_run().profile.
   bool profile = false;
-  // Slots of every runtime queue (rounded up to a power of two). 0: sized from
-  // A's pool so that no queue can overflow, in two steps: the runtime starts
-  // with a sixteenth of that and a traversal that fills a queue runs again
-  // with all of it (a call without a plan saves y first where beta != 0); a
-  // plan releases its runtime once built. A smaller value bounds
-  // the runtime's memory; a traversal that needs more stops with
-  // runtime::QueueOverflow, and A, y and the device stay usable.
+  // Without the reused traversal: slots of every runtime queue (rounded up to
+  // a power of two; a plan runs no traversal). 0: sized from A's pool so that
+  // no queue can overflow, in two steps: the runtime starts with a sixteenth
+  // of that and a call that fills a queue runs again with all of it (saving
+  // y first where beta != 0). A smaller value bounds the runtime's memory; a
+  // traversal that needs more stops with runtime::QueueOverflow, and A, y and
+  // the device stay usable.
   std::uint32_t queue_capacity = 0;
 };
 
