@@ -83,21 +83,37 @@ __global__ void block_keys(const NodeItem* items, const std::uint32_t* n, std::u
   }
 }
 
-// A block's units: its own leaves' and one per 32 gathered entries.
+// Per output block: all its units, its own leaves' units (big) and its
+// gathered entries (singles); scanned over blocks in one pass, the same
+// fields are where each starts.
+struct BlockCounts {
+  std::uint32_t units, big, singles, pad;
+};
+struct AddBlockCounts {
+  __host__ __device__ BlockCounts operator()(const BlockCounts& a, const BlockCounts& b) const {
+    return {a.units + b.units, a.big + b.big, a.singles + b.singles, 0};
+  }
+};
+
+// A block's units: its own leaves' and one per 32 gathered entries (zeros
+// at `blocks`, for the scan's total).
 __global__ void block_unit_counts(const std::uint32_t* big, const std::uint32_t* singles, std::uint32_t blocks,
-                                  std::uint32_t* units) {
+                                  BlockCounts* counts) {
   for (std::uint64_t b = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; b <= blocks; b += std::uint64_t{gridDim.x} * blockDim.x)
-    units[b] = b < blocks ? big[b] + (singles[b] + 31) / 32 : 0;
+    counts[b] = b < blocks ? BlockCounts{big[b] + (singles[b] + 31) / 32, big[b], singles[b], 0} : BlockCounts{};
 }
 
-// Per sorted leaf: its own units, and its gathered entries.
+// Per sorted leaf: its own units (x) and its gathered entries (y); scanned
+// in one pass.
+struct AddPairs {
+  __host__ __device__ uint2 operator()(const uint2& a, const uint2& b) const { return {a.x + b.x, a.y + b.y}; }
+};
 __global__ void leaf_units(const NodeItem* items, const std::uint32_t* order, const std::uint32_t* n,
-                           std::uint32_t leaves, std::uint32_t* units, std::uint32_t* gathered) {
+                           std::uint32_t leaves, uint2* units) {
   for (std::uint64_t k = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; k < leaves; k += std::uint64_t{gridDim.x} * blockDim.x) {
     const std::uint32_t i = order[k];
     const bool g = gathered_leaf(items[i]);
-    units[k] = g ? 0 : units_of(n[i]);
-    gathered[k] = g ? n[i] : 0;
+    units[k] = g ? uint2{0, n[i]} : uint2{units_of(n[i]), 0};
   }
 }
 
@@ -116,8 +132,8 @@ struct AddCounts {
 // each block the first block of its tile (a unit's output block inside the
 // tile is relative to it).
 struct TileCut {
-  const std::uint32_t* block_units;  // per block
-  const std::uint32_t* unit_first;   // per block + 1, scanned
+  const BlockCounts* counts;  // per block
+  const BlockCounts* starts;  // per block + 1, scanned
   std::uint32_t blocks, tile_units, max_blocks;
   Tile* tiles;
   SplitGroup* groups;
@@ -128,7 +144,7 @@ struct TileCut {
     TileCounts c{0, 0, 0, 0};
     std::uint32_t b = chunk * chunk_blocks;
     while (b < end) {
-      const std::uint32_t bu = block_units[b];
+      const std::uint32_t bu = counts[b].units;
       if (bu > tile_units) {
         // A heavy block: its units cut evenly over `parts` tiles.
         const std::uint32_t parts = (bu + tile_units - 1) / tile_units;
@@ -136,7 +152,7 @@ struct TileCut {
           const std::uint32_t group = at.groups + c.groups, first = at.tiles + c.tiles;
           groups[group] = SplitGroup{parts, first, at.slots + c.slots, 0};
           for (std::uint32_t p = 0; p < parts; ++p)
-            tiles[first + p] = Tile{unit_first[b] + static_cast<std::uint32_t>(std::uint64_t{bu} * p / parts), b, 1, group};
+            tiles[first + p] = Tile{starts[b].units + static_cast<std::uint32_t>(std::uint64_t{bu} * p / parts), b, 1, group};
           tile_start[b] = b;
         }
         ++c.groups;
@@ -148,12 +164,12 @@ struct TileCut {
       }
       const std::uint32_t start = b;
       std::uint32_t sum = 0;
-      while (b < end && b - start < max_blocks && block_units[b] <= tile_units && sum + block_units[b] <= tile_units) {
-        sum += block_units[b];
+      while (b < end && b - start < max_blocks && counts[b].units <= tile_units && sum + counts[b].units <= tile_units) {
+        sum += counts[b].units;
         if (write) tile_start[b] = start;
         ++b;
       }
-      if (write) tiles[at.tiles + c.tiles] = Tile{unit_first[start], start, b - start, no_split};
+      if (write) tiles[at.tiles + c.tiles] = Tile{starts[start].units, start, b - start, no_split};
       ++c.tiles;
     }
     return c;
@@ -169,31 +185,30 @@ __global__ void cut_tiles(TileCut cut, std::uint32_t chunks, TileCounts* counts,
     } else if (c < chunks) {
       cut.run(c, at[c], true);
     } else {
-      cut.tiles[at[chunks].tiles] = Tile{cut.unit_first[cut.blocks], 0, 0, no_split};
+      cut.tiles[at[chunks].tiles] = Tile{cut.starts[cut.blocks].units, 0, 0, no_split};
     }
   }
 }
 
-// Where a block's units start (`unit_first`), its own leaves' units
-// (`big_first`, scanned over blocks like the leaves' `unit_at`), and its
-// gathered entries (`gather_first`).
+// Per block its counts and, scanned, where its units start (`units`), its
+// own leaves' units (`big`, scanned over blocks like the leaves' units) and
+// its gathered entries (`singles`).
 struct BlockStarts {
-  const std::uint32_t* unit_first;
-  const std::uint32_t* big_first;
-  const std::uint32_t* gather_first;
-  const std::uint32_t* singles;
+  const BlockCounts* counts;
+  const BlockCounts* starts;
 };
 
 // A block's gather units, a thread per block: one per 32 of its gathered
-// entries, which are consecutive from gather_first.
+// entries, which are consecutive from its start in `singles`.
 __global__ void write_gather_units(BlockStarts at, const std::uint32_t* tile_start, std::uint32_t blocks,
                                    TileUnit* units) {
   for (std::uint64_t b = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; b < blocks; b += std::uint64_t{gridDim.x} * blockDim.x) {
-    const std::uint32_t s = at.singles[b];
+    const std::uint32_t s = at.counts[b].singles;
+    const BlockCounts first = at.starts[b];
     const auto out = static_cast<std::uint16_t>(b - tile_start[b]);
     for (std::uint32_t j = 0; 32 * j < s; ++j)
-      units[at.unit_first[b] + j] = TileUnit{gather_ref, 0, 0, at.gather_first[b] + 32 * j,
-                                             static_cast<std::uint16_t>(min(32u, s - 32 * j)), out};
+      units[first.units + j] = TileUnit{gather_ref, 0, 0, first.singles + 32 * j,
+                                        static_cast<std::uint16_t>(min(32u, s - 32 * j)), out};
   }
 }
 
@@ -201,8 +216,7 @@ __global__ void write_gather_units(BlockStarts at, const std::uint32_t* tile_sta
 // gathered leaf writes its entries' records instead.
 template <class V>
 __global__ void write_units(const NodeItem* items, const std::uint32_t* n, const std::uint32_t* order,
-                            const std::uint32_t* sorted_keys, const std::uint32_t* unit_at,
-                            const std::uint32_t* gather_at, BlockStarts at, const std::byte* pool,
+                            const std::uint32_t* sorted_keys, const uint2* leaf_at, BlockStarts at, const std::byte* pool,
                             const std::uint32_t* tile_start, std::uint32_t leaves, bool by_col, std::uint32_t log2d,
                             TileUnit* units, GatherEntry* gathered) {
   for (std::uint64_t k = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; k < leaves; k += std::uint64_t{gridDim.x} * blockDim.x) {
@@ -216,7 +230,7 @@ __global__ void write_units(const NodeItem* items, const std::uint32_t* n, const
       const std::uint32_t out_base = (b - tile_start[b]) << log2d;
       for (std::uint32_t i = 0; i < cnt; ++i) {
         const LocalCoord c = coords[i];
-        gathered[gather_at[k] + i] =
+        gathered[leaf_at[k].y + i] =
             GatherEntry{static_cast<std::uint32_t>(ref_offset(it.ref) + l.value_offset + i * sizeof(V)), in_block,
                         static_cast<std::uint16_t>(out_base + (by_col ? c.col : c.row)),
                         static_cast<std::uint16_t>(by_col ? c.row : c.col), 0};
@@ -227,7 +241,7 @@ __global__ void write_units(const NodeItem* items, const std::uint32_t* n, const
         type == NodeType::dense ? dense_mask_bytes(log2d) : coo_layout(type, cnt, sizeof(V)).value_offset;
     const auto in_block = static_cast<std::uint32_t>(by_col ? it.brow : it.bcol);
     const auto out = static_cast<std::uint16_t>(b - tile_start[b]);
-    TileUnit* u = units + at.unit_first[b] + (at.singles[b] + 31) / 32 + (unit_at[k] - at.big_first[b]);
+    TileUnit* u = units + at.starts[b].units + (at.counts[b].singles + 31) / 32 + (leaf_at[k].x - at.starts[b].big);
     for (std::uint32_t s = 0; s * tile_unit_entries < cnt; ++s)
       u[s] = TileUnit{it.ref, static_cast<std::uint16_t>(s), static_cast<std::uint16_t>(value_offset / 4), in_block,
                       static_cast<std::uint16_t>(min(tile_unit_entries, cnt - s * tile_unit_entries)), out};

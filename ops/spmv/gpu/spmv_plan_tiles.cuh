@@ -87,16 +87,19 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
                "cub::DeviceRadixSort::SortPairs (size, SpMV tiles)");
     sort_bytes = std::max(sort_bytes, b);
   }
-  std::size_t scan_bytes = 0, cut_scan_bytes = 0;
-  const std::uint64_t longest = std::max<std::uint64_t>(n_items, most_blocks + 1);
-  cuda_check(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, static_cast<const std::uint32_t*>(nullptr),
-                                           static_cast<std::uint32_t*>(nullptr), longest, stream),
-             "cub::DeviceScan::ExclusiveSum (size, SpMV tiles)");
+  std::size_t leaf_scan_bytes = 0, block_scan_bytes = 0, cut_scan_bytes = 0;
+  cuda_check(cub::DeviceScan::ExclusiveScan(nullptr, leaf_scan_bytes, static_cast<const uint2*>(nullptr),
+                                            static_cast<uint2*>(nullptr), AddPairs{}, uint2{0, 0}, n_items, stream),
+             "cub::DeviceScan::ExclusiveScan (size, SpMV leaf units)");
+  cuda_check(cub::DeviceScan::ExclusiveScan(nullptr, block_scan_bytes, static_cast<const BlockCounts*>(nullptr),
+                                            static_cast<BlockCounts*>(nullptr), AddBlockCounts{}, BlockCounts{},
+                                            most_blocks + 1, stream),
+             "cub::DeviceScan::ExclusiveScan (size, SpMV block units)");
   cuda_check(cub::DeviceScan::ExclusiveScan(nullptr, cut_scan_bytes, static_cast<const TileCounts*>(nullptr),
                                             static_cast<TileCounts*>(nullptr), AddCounts{}, TileCounts{},
                                             most_chunks + 1, stream),
              "cub::DeviceScan::ExclusiveScan (size, SpMV tiles)");
-  const std::size_t temp_bytes = std::max({sort_bytes, scan_bytes, cut_scan_bytes});
+  const std::size_t temp_bytes = std::max({sort_bytes, leaf_scan_bytes, block_scan_bytes, cut_scan_bytes});
   const std::size_t u32 = sizeof(std::uint32_t);
   // The entry counts first: the fill test may end the planning there.
   Scratch counting(ctx, Scratch::size_of(1, sizeof(LeafTotals)) + Scratch::size_of(n_items, u32));
@@ -120,36 +123,32 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
     throw LimitError("spmv: the plan needs more than 2^32 units");
   const auto leaves = static_cast<std::uint32_t>(total.leaves);
 
-  Scratch scratch(ctx, 6 * Scratch::size_of(n_items, u32) + 7 * Scratch::size_of(most_blocks + 1, u32) +
-                  2 * Scratch::size_of(most_chunks + 1, sizeof(TileCounts)) + Scratch::size_of(temp_bytes, 1));
+  // big and singles side by side: one memset clears both.
+  const std::size_t per_blocks = Scratch::size_of(most_blocks + 1, u32);
+  Scratch scratch(ctx, 4 * Scratch::size_of(n_items, u32) + 2 * Scratch::size_of(n_items, sizeof(uint2)) +
+                           3 * per_blocks + 2 * Scratch::size_of(most_blocks + 1, sizeof(BlockCounts)) +
+                           2 * Scratch::size_of(most_chunks + 1, sizeof(TileCounts)) + Scratch::size_of(temp_bytes, 1));
   auto* keys = scratch.take<std::uint32_t>(n_items);
   auto* sorted_keys = scratch.take<std::uint32_t>(n_items);
   auto* index = scratch.take<std::uint32_t>(n_items);
   auto* order = scratch.take<std::uint32_t>(n_items);
-  auto* gather_count = scratch.take<std::uint32_t>(n_items);
-  auto* gather_at = scratch.take<std::uint32_t>(n_items);
-  auto* block_units = scratch.take<std::uint32_t>(most_blocks + 1);
-  auto* unit_first = scratch.take<std::uint32_t>(most_blocks + 1);
-  auto* tile_start = scratch.take<std::uint32_t>(most_blocks + 1);
+  auto* leaf_n = scratch.take<uint2>(n_items);
+  auto* leaf_at = scratch.take<uint2>(n_items);
   auto* big = scratch.take<std::uint32_t>(most_blocks + 1);
-  auto* big_first = scratch.take<std::uint32_t>(most_blocks + 1);
   auto* singles = scratch.take<std::uint32_t>(most_blocks + 1);
-  auto* gather_first = scratch.take<std::uint32_t>(most_blocks + 1);
+  auto* tile_start = scratch.take<std::uint32_t>(most_blocks + 1);
+  auto* block_counts = scratch.take<BlockCounts>(most_blocks + 1);
+  auto* block_starts = scratch.take<BlockCounts>(most_blocks + 1);
   auto* counts = scratch.take<TileCounts>(most_chunks + 1);
   auto* at = scratch.take<TileCounts>(most_chunks + 1);
   void* temp = scratch.take<std::byte>(temp_bytes);
-  auto* unit_at = keys;  // keys and index are dead once sorted
 
   for (int o = 0; o < 2; ++o) {
     const std::uint32_t blocks = blocks_of(o);
     const std::uint32_t chunks = (blocks + chunk_blocks - 1) / chunk_blocks;
     const bool by_col = o == 1;
-    cuda_check(cudaMemsetAsync(big, 0, (std::uint64_t{blocks} + 1) * u32, stream), "cudaMemsetAsync(SpMV block units)");
-    cuda_check(cudaMemsetAsync(singles, 0, (std::uint64_t{blocks} + 1) * u32, stream), "cudaMemsetAsync(SpMV block singles)");
-    const auto scan = [&](const std::uint32_t* in, std::uint32_t* out, std::uint64_t count, const char* what) {
-      std::size_t bytes = temp_bytes;
-      cuda_check(cub::DeviceScan::ExclusiveSum(temp, bytes, in, out, count, stream), what);
-    };
+    cuda_check(cudaMemsetAsync(big, 0, per_blocks + (std::uint64_t{blocks} + 1) * u32, stream),
+               "cudaMemsetAsync(SpMV block units)");
     if (n_items > 0) {
       block_keys<<<stride_grid(n_items), stride_threads, 0, stream>>>(items, n, n_items, by_col, blocks, keys, index, big, singles);
       launched("launch of block_keys (SpMV tiles)");
@@ -157,30 +156,32 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
       cuda_check(cub::DeviceRadixSort::SortPairs(temp, bytes, keys, sorted_keys, index, order, n_items, 0,
                                                  static_cast<int>(std::bit_width(2 * std::uint64_t{blocks})), stream),
                  "cub::DeviceRadixSort::SortPairs (SpMV tiles)");
-      leaf_units<<<stride_grid(leaves), stride_threads, 0, stream>>>(items, order, n, leaves, index, gather_count);
+      leaf_units<<<stride_grid(leaves), stride_threads, 0, stream>>>(items, order, n, leaves, leaf_n);
       launched("launch of leaf_units (SpMV tiles)");
-      scan(index, unit_at, leaves, "cub::DeviceScan::ExclusiveSum (SpMV leaf units)");
-      scan(gather_count, gather_at, leaves, "cub::DeviceScan::ExclusiveSum (SpMV gathered entries)");
+      bytes = temp_bytes;
+      cuda_check(cub::DeviceScan::ExclusiveScan(temp, bytes, leaf_n, leaf_at, AddPairs{}, uint2{0, 0}, leaves, stream),
+                 "cub::DeviceScan::ExclusiveScan (SpMV leaf units)");
     }
-    block_unit_counts<<<stride_grid(blocks + 1), stride_threads, 0, stream>>>(big, singles, blocks, block_units);
+    block_unit_counts<<<stride_grid(blocks + 1), stride_threads, 0, stream>>>(big, singles, blocks, block_counts);
     launched("launch of block_unit_counts (SpMV tiles)");
-    scan(block_units, unit_first, blocks + 1, "cub::DeviceScan::ExclusiveSum (SpMV block units)");
-    scan(big, big_first, blocks + 1, "cub::DeviceScan::ExclusiveSum (SpMV block leaf units)");
-    scan(singles, gather_first, blocks + 1, "cub::DeviceScan::ExclusiveSum (SpMV block gathered)");
-    TileCut cut{block_units, unit_first, blocks, tile_units, max_blocks, nullptr, nullptr, tile_start};
+    {
+      std::size_t bytes = temp_bytes;
+      cuda_check(cub::DeviceScan::ExclusiveScan(temp, bytes, block_counts, block_starts, AddBlockCounts{}, BlockCounts{},
+                                                blocks + 1, stream),
+                 "cub::DeviceScan::ExclusiveScan (SpMV block units)");
+    }
+    TileCut cut{block_counts, block_starts, blocks, tile_units, max_blocks, nullptr, nullptr, tile_start};
     cut_tiles<<<stride_grid(chunks + 1), stride_threads, 0, stream>>>(cut, chunks, counts, nullptr);
     launched("launch of cut_tiles (SpMV tiles, counts)");
     std::size_t bytes = temp_bytes;
     cuda_check(cub::DeviceScan::ExclusiveScan(temp, bytes, counts, at, AddCounts{}, TileCounts{}, chunks + 1, stream),
                "cub::DeviceScan::ExclusiveScan (SpMV tile counts)");
     TileCounts sizes{};
-    std::uint32_t ends[2] = {0, 0};  // all units, all gathered entries
+    BlockCounts end{};  // all units, all gathered entries
     cuda_check(cudaMemcpyAsync(&sizes, at + chunks, sizeof(sizes), cudaMemcpyDeviceToHost, stream),
                "cudaMemcpyAsync(SpMV tile counts)");
-    cuda_check(cudaMemcpyAsync(ends, unit_first + blocks, u32, cudaMemcpyDeviceToHost, stream),
+    cuda_check(cudaMemcpyAsync(&end, block_starts + blocks, sizeof(end), cudaMemcpyDeviceToHost, stream),
                "cudaMemcpyAsync(SpMV unit count)");
-    cuda_check(cudaMemcpyAsync(ends + 1, gather_first + blocks, u32, cudaMemcpyDeviceToHost, stream),
-               "cudaMemcpyAsync(SpMV gathered count)");
     phases += ", enqueued " + std::to_string(ms(t0));  // the host's share: launches and CUB's dispatch
     cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(SpMV tile counts)");
     if (sizes.tiles >= (1u << 31)) throw LimitError("spmv: the plan needs more than 2^31 tiles");
@@ -190,24 +191,24 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
     const std::uint64_t n_tiles = std::uint64_t{sizes.tiles} + 1, n_sums = std::uint64_t{sizes.slots} << log2d;
     // Arrivals and sums first: one memset clears both.
     const std::size_t zeroed = Scratch::size_of(sizes.groups, sizeof(unsigned)) + Scratch::size_of(n_sums, sizeof(V));
-    p.memory = ctx.allocate(zeroed + Scratch::size_of(n_tiles, sizeof(Tile)) + Scratch::size_of(ends[0], sizeof(TileUnit)) +
-                            Scratch::size_of(ends[1], sizeof(GatherEntry)) +
+    p.memory = ctx.allocate(zeroed + Scratch::size_of(n_tiles, sizeof(Tile)) + Scratch::size_of(end.units, sizeof(TileUnit)) +
+                            Scratch::size_of(end.singles, sizeof(GatherEntry)) +
                             Scratch::size_of(sizes.groups, sizeof(SplitGroup)));
     Carve carve(p.memory);
     unsigned* arrivals = carve.take<unsigned>(sizes.groups);
     V* sums = carve.take<V>(n_sums);
     cut.tiles = carve.take<Tile>(n_tiles);
-    TileUnit* units = carve.take<TileUnit>(ends[0]);
-    GatherEntry* gathered = carve.take<GatherEntry>(ends[1]);
+    TileUnit* units = carve.take<TileUnit>(end.units);
+    GatherEntry* gathered = carve.take<GatherEntry>(end.singles);
     cut.groups = carve.take<SplitGroup>(sizes.groups);
     p.parts = TileView<V>{cut.tiles, units, cut.groups, arrivals, sums, gathered};
     cut_tiles<<<stride_grid(chunks + 1), stride_threads, 0, stream>>>(cut, chunks, nullptr, at);
     launched("launch of cut_tiles (SpMV tiles)");
-    const BlockStarts starts{unit_first, big_first, gather_first, singles};
+    const BlockStarts starts{block_counts, block_starts};
     write_gather_units<<<stride_grid(blocks), stride_threads, 0, stream>>>(starts, tile_start, blocks, units);
     launched("launch of write_gather_units (SpMV tiles)");
     if (leaves > 0) {
-      write_units<V><<<stride_grid(leaves), stride_threads, 0, stream>>>(items, n, order, sorted_keys, unit_at, gather_at, starts, pool,
+      write_units<V><<<stride_grid(leaves), stride_threads, 0, stream>>>(items, n, order, sorted_keys, leaf_at, starts, pool,
                                                           tile_start, leaves, by_col, log2d,
                                                           units, gathered);
       launched("launch of write_units (SpMV tiles)");
