@@ -85,7 +85,8 @@ __global__ void stress_kernel(StressArgs a) {
         __syncthreads();
         const unsigned n = count;
         if (threadIdx.x < n) {
-            const std::uint32_t id = a.queue.read<std::uint32_t>(first + threadIdx.x);
+            std::uint32_t id = 0;
+            (void)a.queue.read(first + threadIdx.x, id);  // no stop flags: waits until published
             atomicAdd(&a.seen[id], 1u);
             atomicAdd(a.sum, static_cast<unsigned long long>(id));
         }

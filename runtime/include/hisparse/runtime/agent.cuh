@@ -64,13 +64,16 @@ __device__ __forceinline__ void run_batch(const DeviceState<Setup, State>* ds, c
         unsigned char none;
         __device__ Slot() : none(0) {}
     } item;
+    // `ready` false: the run stopped before this item was published; the
+    // group skips it (the run's results are discarded).
+    bool ready = active;
     if (active) {
         if (local)
             item.value = reinterpret_cast<const Payload*>(stash->bytes)[group];
         else if (settled)
             item.value = view.template read_published<Payload>(first + group);
         else
-            item.value = view.template read<Payload>(first + group);
+            ready = view.template read<Payload>(first + group, item.value);
     }
     if (settled) {
         // One batch per block: its slots go back to writers when the block
@@ -101,7 +104,7 @@ __device__ __forceinline__ void run_batch(const DeviceState<Setup, State>* ds, c
         __syncthreads();
     }
 
-    if (active) {
+    if (ready) {
         Context<Setup, State> ctx(ds, shared + static_cast<std::size_t>(group) * shared_per_item, group, threads, lane,
                                   stash);
         P::run(static_cast<const Payload&>(item.value), lane, threads, ctx);

@@ -47,11 +47,7 @@ struct DeviceState {
 };
 
 namespace detail {
-__device__ inline bool should_stop(const RunCounters* c) {
-    // error or abort: both are written rarely, a relaxed load is enough to notice soon.
-    return device_atomic<const unsigned>(c->error).load(cuda::memory_order_relaxed) != 0u ||
-           device_atomic<const unsigned>(c->abort).load(cuda::memory_order_relaxed) != 0u;
-}
+__device__ inline bool should_stop(const RunCounters* c) { return run_stopping(c); }
 
 // Ends a run: one full warp (`lane` 0..31), after every other device thread
 // of the run is done (see the callers). Copies the run's counters to

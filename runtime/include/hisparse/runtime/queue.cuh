@@ -76,15 +76,29 @@ __device__ inline unsigned lanemask_lt() {
     return m;
 }
 
+// The run is stopping: an error (an overflow, a failed launch) or the host's
+// abort. Both are written rarely: a relaxed load notices soon enough.
+__device__ inline bool run_stopping(const RunCounters* c) {
+    return device_atomic<const unsigned>(c->error).load(cuda::memory_order_relaxed) != 0u ||
+           device_atomic<const unsigned>(c->abort).load(cuda::memory_order_relaxed) != 0u;
+}
+
 // Spin until the sequence word reaches `want`, backing off so that spinning
-// lanes do not steal issue slots from the lane they are waiting for.
-__device__ inline void wait_sequence(unsigned int* seq, unsigned int want) {
+// lanes do not steal issue slots from the lane they are waiting for. Gives up
+// (false) once the run is stopping (`stop` non-null): a reader that dropped
+// its claimed batch because of an error never frees its slots, and a writer
+// waiting for one of them would otherwise spin forever, with the controller
+// waiting for the writer's block (a dp run hung so after an overflow,
+// perf-log R6). The run's results are discarded and its queues re-initialised.
+__device__ inline bool wait_sequence(unsigned int* seq, unsigned int want, const RunCounters* stop) {
     device_atomic<unsigned int> s(*seq);
-    unsigned ns = 8;
+    unsigned ns = 8, spins = 0;
     while (s.load(cuda::memory_order_acquire) != want) {
+        if ((++spins & 63u) == 0u && stop != nullptr && run_stopping(stop)) return false;
         __nanosleep(ns);
         ns = ns < 256 ? ns * 2 : 256;
     }
+    return true;
 }
 
 }  // namespace detail
@@ -100,6 +114,7 @@ struct QueueView {
     unsigned int items_per_block = 0;
     unsigned int threshold = 0;
     unsigned int shared_bytes = 0;     // dynamic shared memory of a worker block on this queue
+    const RunCounters* stop = nullptr; // the run's flags: sequence waits give up once it stops (null: never)
 
     // Warp-aggregated enqueue by every active lane that calls it with the same
     // queue: one lane reserves room for all of them. Returns false when the
@@ -135,9 +150,11 @@ struct QueueView {
         const unsigned long long pos = base + rank;
         const unsigned slot = static_cast<unsigned>(pos) & (capacity - 1);
         unsigned int* seq = sequence + slot;
-        detail::wait_sequence(seq, static_cast<unsigned>(pos));
-        static_cast<T*>(items)[slot] = item;
-        detail::device_atomic<unsigned int>(*seq).store(static_cast<unsigned>(pos) + 1u, cuda::memory_order_release);
+        // A lane whose wait gave up (the run is stopping) drops its item.
+        if (detail::wait_sequence(seq, static_cast<unsigned>(pos), stop)) {
+            static_cast<T*>(items)[slot] = item;
+            detail::device_atomic<unsigned int>(*seq).store(static_cast<unsigned>(pos) + 1u, cuda::memory_order_release);
+        }
         __syncwarp(peers);
         if (detail::lane_id() == leader) atomicAdd(&counters->available, static_cast<int>(count));
         return true;
@@ -187,6 +204,7 @@ struct QueueView {
         // (perf-log R4).
         const auto slot_of = [&](unsigned j) { return static_cast<unsigned>(first + j) & (capacity - 1); };
         constexpr unsigned overlap = 4;  // rounds whose sequence loads are in flight together
+        bool waited = true;
         for (unsigned round = 0; round < total; round += 32 * overlap) {
             unsigned seen[overlap];
 #pragma unroll
@@ -200,10 +218,13 @@ struct QueueView {
             for (unsigned u = 0; u < overlap; ++u) {
                 const unsigned j = round + 32 * u + lane;
                 // A ring that has not wrapped finds its slots free at once.
-                if (j < total && seen[u] != static_cast<unsigned>(first + j))
-                    detail::wait_sequence(sequence + slot_of(j), static_cast<unsigned>(first + j));
+                if (waited && j < total && seen[u] != static_cast<unsigned>(first + j))
+                    waited = detail::wait_sequence(sequence + slot_of(j), static_cast<unsigned>(first + j), stop);
             }
         }
+        // A wait gave up: the run is stopping and its results are discarded;
+        // the warp's items are dropped (the flag that stops it is set already).
+        if (__any_sync(full, !waited)) return true;
         // The slots' previous readers are done (relaxed loads above): nothing
         // below may be written before that was seen.
         cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_device);
@@ -258,12 +279,15 @@ struct QueueView {
         return static_cast<unsigned>(got);
     }
 
-    // Reads the item at a claimed position (any number of threads may read it).
+    // Reads the item at a claimed position into `out` (any number of threads
+    // may read it). False, `out` untouched, when the run stopped before the
+    // item was published.
     template <class T>
-    __device__ T read(unsigned long long pos) const {
+    __device__ bool read(unsigned long long pos, T& out) const {
         const unsigned slot = static_cast<unsigned>(pos) & (capacity - 1);
-        detail::wait_sequence(sequence + slot, static_cast<unsigned>(pos) + 1u);
-        return static_cast<const T*>(items)[slot];
+        if (!detail::wait_sequence(sequence + slot, static_cast<unsigned>(pos) + 1u, stop)) return false;
+        out = static_cast<const T*>(items)[slot];
+        return true;
     }
 
     // Reads an item known to be published (a pre-claimed launch: every

@@ -323,6 +323,7 @@ private:
             v.items_per_block = rq.items_per_block;
             v.threshold = rq.threshold;
             v.shared_bytes = rq.shared_bytes;
+            v.stop = &run_block_.as<RunBlock>()->counters;
         }
         ds->counters = &run_block_.as<RunBlock>()->counters;
         ds->items_done = run_block_.as<RunBlock>()->items_done;
