@@ -1,6 +1,7 @@
 #include "hisparse/ops/context.hpp"
 
 #include <string>
+#include <utility>
 
 namespace hisparse::ops {
 
@@ -44,7 +45,14 @@ std::shared_ptr<runtime::DeviceAllocator> Context::queue_allocator() const {
 
 DeviceBytes Context::allocate_work(std::size_t bytes) const {
   if (allocator_ != runtime::synchronous_allocator()) return allocate(bytes);
-  return DeviceBytes(bytes, stream_, runtime::stream_pool_allocator(device_));
+  std::shared_ptr<runtime::DeviceAllocator> pool;
+  try {
+    pool = runtime::stream_pool_allocator(device_);
+  } catch (const std::exception&) {
+    (void)cudaGetLastError();
+    return allocate(bytes);  // a device without memory pools: cudaMalloc, as the allocator says
+  }
+  return DeviceBytes(bytes, stream_, std::move(pool));
 }
 
 void Context::release_cached() {

@@ -1,6 +1,6 @@
 // The real traversal of hisparse-rt-bench (runtime/bench/real_traversal.hpp):
 // SpMV of a generated matrix as one full runtime run per call, under each
-// controller, against the same SpMV from its recorded plan.
+// controller, against the same SpMV from its plan.
 #include "real_traversal.hpp"
 
 #include <cuda_runtime.h>

@@ -39,7 +39,7 @@ __global__ void scale_y(V* y, std::uint64_t n, V beta) {
     y[i] = beta == V(0) ? V(0) : beta * y[i];
 }
 
-// The recorded leaves of all bins in one launch: blocks [first[b], first[b+1])
+// The listed leaves of all bins in one launch: blocks [first[b], first[b+1])
 // serve bin b, each taking plan_block / threads-per-leaf leaves. One per
 // orientation: the small bin's list differs (riders split off).
 struct PlanBins {

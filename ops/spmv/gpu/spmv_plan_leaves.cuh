@@ -140,7 +140,8 @@ __global__ void list_counts(const NodeItem* leaves, u64 n, const std::byte* pool
 
 // A leaf's items in list `l` from `first[i]` on: its block coordinates and
 // reference, the chunk index in `level`. A thread per leaf writes the
-// standard bins (at most dense_chunks items a leaf, 16 at d = 128).
+// standard bins (a dense leaf's dense_chunks items, 16 at d = 128; a large
+// leaf's chunks, few on large matrices, whose large_chunk is large).
 __global__ void write_list(const NodeItem* leaves, u64 n, const std::byte* pool, u32 l, u32 log2d, u32 large_chunk,
                            const u64* first, NodeItem* out) {
   for (u64 i = blockIdx.x * u64{blockDim.x} + threadIdx.x; i < n; i += u64{gridDim.x} * blockDim.x) {
@@ -235,11 +236,12 @@ inline LeafLists list_leaves(const std::byte* pool, NodeRef root, std::uint32_t 
     if (l >= bin_wide) {
       write_wide_list<<<warp_grid(n), walk_threads, 0, stream>>>(frontier.as<NodeItem>(), n, pool, l, first.as<u64>(),
                                                                  out.list(l));
+      launched("launch of write_wide_list (SpMV plan)");
     } else {
       write_list<<<stride_grid(n), stride_threads, 0, stream>>>(frontier.as<NodeItem>(), n, pool, l, log2d, large_chunk,
                                                                 first.as<u64>(), out.list(l));
+      launched("launch of write_list (SpMV plan)");
     }
-    launched("launch of write_list (SpMV plan)");
   }
   return out;
 }

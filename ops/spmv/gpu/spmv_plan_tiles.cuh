@@ -1,6 +1,6 @@
 #pragma once
 // Plan building: the output tiles of one orientation (spmv_tile_agent.cuh
-// says what a tile is), planned on the device from the recorded leaves of
+// says what a tile is), planned on the device from the listed leaves of
 // the standard bins:
 // 1. each leaf's entry count (chunk items of large and dense leaves after
 //    the first count 0: a tile cuts leaves into units itself), and the
@@ -54,7 +54,7 @@ inline bool tiles_fit(std::uint64_t rows, std::uint64_t cols, std::uint32_t log2
   return (std::max(rows, cols) >> log2d) < (std::uint64_t{1} << 31);
 }
 
-// The recorded items of the standard bins, back to back: [0, first_chunked)
+// The listed items of the standard bins, back to back: [0, first_chunked)
 // are whole leaves (COO1 and small), the rest large and dense items. Both
 // orientations' plans, unless the leaves fill their units with fewer than
 // `min_fill` entries on average (then nothing is built and the result is

@@ -12,8 +12,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <string>
 #include <cstdint>
+#include <string>
 
 #include "hisparse/formats/device_matrix.hpp"
 #include "hisparse/ops/context.hpp"

@@ -44,7 +44,7 @@ enum LeafBin : std::uint32_t {
 };
 inline constexpr std::uint32_t small_leaf_max = 32;
 inline constexpr std::uint32_t coow_chunk = 128;  // 32 lanes x 4 entries: one step (perf-log: 1024 -> 128)
-// The cached plan records one more list: wide nodes in chunks for a whole
+// A plan lists one more list: wide nodes in chunks for a whole
 // block of wide_block_threads (its SpMV^T agents, spmv_plan_agents.cuh).
 inline constexpr std::uint32_t list_wide_blocks = leaf_bin_count;
 inline constexpr std::uint32_t plan_list_count = leaf_bin_count + 1;

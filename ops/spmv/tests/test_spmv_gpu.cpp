@@ -1,6 +1,6 @@
 // GPU SpMV against the host reference: every SuiteSparse matrix, random and
 // extreme matrices, N and T, alpha/beta (beta = 0 with y poisoned by NaN),
-// f32 and f64, every controller, with and without the recorded traversal.
+// f32 and f64, every controller, with and without a plan.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -161,7 +161,7 @@ TEST(SpmvGpu, EveryControllerWithAndWithoutPlan) {
 // leaves without the runtime: no rerun, and it keeps its lists, not queues
 // (at the full capacity about 28 bytes per 16-byte pool slot in each of six
 // queues: ten times the pool).
-TEST(SpmvGpu, QueuesGrowWhenFullAndPlansReleaseThem) {
+TEST(SpmvGpu, QueuesGrowWhenFullAndPlansKeepNone) {
   const auto seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
   std::mt19937_64 rng(seed);

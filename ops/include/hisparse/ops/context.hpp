@@ -62,7 +62,8 @@ class Context {
   // Work memory that dies within a call, on the context's stream: from the
   // allocator, except for the synchronous one, where from the device's
   // stream-ordered pool (each cudaFree synchronises the device; a plan
-  // build's dozen work buffers cost about a millisecond that way).
+  // build's dozen work buffers cost about a millisecond that way), which
+  // keeps it for later calls (docs/ops.md, "Contexts and streams").
   [[nodiscard]] DeviceBytes allocate_work(std::size_t bytes) const;
   // Throws Error naming `op` unless the current device is the context's.
   void check_device(const char* op) const;

@@ -89,7 +89,9 @@ __device__ __forceinline__ void run_batch(const DeviceState<Setup, State>* ds, c
         return;  // the settle kernel gives the room back and retires the items, after this grid
     }
     // Every thread of the group holds its copy: the slot can go back to writers.
-    __syncthreads();
+    // A read that gave up (the run is stopping) drops the whole batch: the
+    // threads of a group must agree, since procedures use warp collectives.
+    if (!__syncthreads_and(!active || ready)) ready = false;
     if (!local) {
         if (active && lane == 0) view.release(first + group);
         if (tid == 0) view.release_room(count);

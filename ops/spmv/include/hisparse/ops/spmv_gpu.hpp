@@ -75,7 +75,7 @@ struct SpmvPlanStats {
   std::array<std::uint64_t, 2> split_tiles{};  // of those, tiles that share their output block with others
   std::array<std::uint64_t, 2> tile_bytes{};  // their device memory (units, tiles), read by every call in that orientation
   double traversal_ms = 0;                 // plan building (the leaf walk, tiles or riders, the wide order), host clock
-  std::uint32_t traversal_reruns = 0;      // traversals run again with the full queue capacity (a queue ran full)
+  std::uint32_t traversal_reruns = 0;      // calls without a plan run again with the full queue capacity (a queue ran full); 0 for plans
   std::uint64_t runs = 0;
 };
 
@@ -114,7 +114,7 @@ class GpuSpmv {
   std::unique_ptr<Impl> impl_;
 };
 
-// One-shot convenience: one runtime traversal (no plan is recorded). On a
+// One-shot convenience: one runtime traversal (no plan is built). On a
 // context: its cached runtime, returning when the traversal has ended (a
 // runtime run waits for its end); without one: a runtime made for the call,
 // then a synchronisation.
