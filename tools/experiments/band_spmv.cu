@@ -238,12 +238,7 @@ int main(int argc, char** argv) {
   };
   auto make_bands = [&](u32 H, u64 cap) {
     Bands bd;
-    auto& unit_slice = bd.unit_slice;
-    auto& slice_begin = bd.slice_begin;
-    auto& slice_end = bd.slice_end;
-    auto& slice_ucol = bd.slice_ucol;
-    auto& unit_band = bd.unit_band;
-    auto& unit_split = bd.unit_split;
+    auto& [unit_slice, slice_begin, slice_end, slice_ucol, unit_band, unit_split] = bd;
     const u32 bands_per_unit_row = (1u << UB) / H;
     {
       // Nodes in key order; for each unit row, for each band, each node's range.
@@ -303,12 +298,7 @@ int main(int argc, char** argv) {
   // B's work units: per (unit row, band), the slices of its nodes; a band
   // over `cap` entries is cut into parts of whole slices (split: atomics).
   Bands b1 = make_bands(H, 1 << 15), b2 = make_bands(4096, 1 << 16);
-  auto& unit_slice = b1.unit_slice;
-  auto& slice_begin = b1.slice_begin;
-  auto& slice_end = b1.slice_end;
-  auto& slice_ucol = b1.slice_ucol;
-  auto& unit_band = b1.unit_band;
-  auto& unit_split = b1.unit_split;
+  auto& [unit_slice, slice_begin, slice_end, slice_ucol, unit_band, unit_split] = b1;
   const u64 units = unit_band.size();
   std::printf("A: %llu chunks; B: %llu units, %llu slices (%.2f bytes a nonzero of plan)\n",
               (unsigned long long)chunks, (unsigned long long)units, (unsigned long long)slice_begin.size(),

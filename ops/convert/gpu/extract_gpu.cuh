@@ -231,7 +231,7 @@ void extract_keys(WorkMemory& w, const DeviceMatrix<V>& a, I* row_out, I* row_pt
   Array<K> keys(w, n), col(w, n);
   Array<Out> val(w, n);
   const V scale = a.scale();
-  entries_kernel<V, K, Out><<<warp_blocks_for(size), 256, 0, st>>>(f, pool, b, first.get(), a.transposed(), scale,
+  entries_kernel<V, K, Out><<<warp_grid(size), 256, 0, st>>>(f, pool, b, first.get(), a.transposed(), scale,
                                                              scale == V(1), keys.get(), col.get(), val.get());
   w.check_launch("entries kernel");
   w.phase("entries");

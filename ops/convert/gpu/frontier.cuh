@@ -70,14 +70,14 @@ inline void expand_frontier(WorkMemory& w, const std::byte* pool, u32 log2_d, Ar
   const cudaStream_t st = w.stream();
   const Frontier f{ref.get(), R.get(), C.get(), size};
   Array<u64> count(w, size + 1), first(w, size + 1);
-  child_count_kernel<<<warp_blocks_for(size + 1), 256, 0, st>>>(f, pool, log2_d, count.get());
+  child_count_kernel<<<warp_grid(size + 1), 256, 0, st>>>(f, pool, log2_d, count.get());
   w.check_launch(what);
   exclusive_sum(w, count.get(), first.get(), size + 1);
   const u64 next = read_back(w, first.get() + size, what);
   count.release();
   Array<u32> ref2(w, next);
   Array<u64> R2(w, next), C2(w, next);
-  expand_kernel<<<warp_blocks_for(size), 256, 0, st>>>(f, pool, log2_d, first.get(), ref2.get(), R2.get(), C2.get());
+  expand_kernel<<<warp_grid(size), 256, 0, st>>>(f, pool, log2_d, first.get(), ref2.get(), R2.get(), C2.get());
   w.check_launch(what);
   ref = std::move(ref2);
   R = std::move(R2);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "hisparse/formats/device_matrix.hpp"
+#include "hisparse/ops/stride_grid.hpp"
 
 namespace hisparse::ops::convert_detail {
 
@@ -264,13 +265,6 @@ __global__ void iota_kernel(std::uint32_t* out, std::uint64_t n) {
 inline unsigned blocks_for(std::uint64_t n, unsigned block = 256) {
   const std::uint64_t b = (n + block - 1) / block;
   return static_cast<unsigned>(b ? b : 1);
-}
-
-// Grid size for one warp per item in blocks of 256 threads (at most 2^20
-// blocks: such kernels stride over their items).
-inline unsigned warp_blocks_for(std::uint64_t n) {
-  const std::uint64_t b = (n + 7) / 8;
-  return static_cast<unsigned>(b == 0 ? 1 : b < (std::uint64_t{1} << 20) ? b : (std::uint64_t{1} << 20));
 }
 
 }  // namespace hisparse::ops::convert_detail

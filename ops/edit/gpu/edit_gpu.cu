@@ -388,7 +388,7 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
   const u64 zeroed = merge_leaves ? wbytes : wbytes + lbytes;  // merged leaves are written into zeroed memory too
   if (total > zeroed) cuda_check(cudaMemsetAsync(arena + base + zeroed, 0, total - zeroed, stream), "cudaMemsetAsync");
   Array<u32> unit_ref(w, nt);
-  place_units_kernel<<<warp_blocks_for(nt), 256, 0, stream>>>(
+  place_units_kernel<<<warp_grid(nt), 256, 0, stream>>>(
       wunit, nt, static_cast<u32>(base - sizeof(PoolHeader)), unit_is_leaf, b, arena, unit_ref.get());
   w.check_launch("GPU edit: placing the units");
   const LeafMerge<V> merge_args{pool, arena, 0, lref_old.get(), lj0.get(), lj1.get(), lcount.get(), loff.get(),
@@ -401,7 +401,7 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
   if (m2 > 0) {
     LeafMerge<V> cm = merge_args;
     cm.base = base + wbytes + lbytes;
-    coow_merge_kernel<V><<<warp_blocks_for(nt), 256, 0, stream>>>(
+    coow_merge_kernel<V><<<warp_grid(nt), 256, 0, stream>>>(
         cm, aunit, whole.get(), ccount.get(), nt, cfirst.get(), j2.get(), ppos2.get(), wpos.get(), coff.get(),
         unit_ref.get());
     w.check_launch("GPU edit: COOW merge");
@@ -422,14 +422,14 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
       const Array<u32> dense_list = flagged(w, dense_flag.get(), nll, n_dense);
       const Array<u32> sparse_list = flagged(w, other_flag.get(), nll, n_sparse);
       if (n_sparse > 0)
-        leaf_merge_sparse_kernel<V><<<warp_blocks_for(n_sparse), 256, 0,
+        leaf_merge_sparse_kernel<V><<<warp_grid(n_sparse), 256, 0,
                                       stream>>>(lm, sparse_list.get(), n_sparse, ppos.get());
       if (n_dense > 0)
         leaf_merge_kernel<V, inner_block><<<static_cast<unsigned>(std::min<u64>(n_dense, 1u << 16)), inner_block,
                                             image_bytes, stream>>>(lm, dense_list.get(), n_dense);
       w.check_launch("GPU edit: leaf merge");
     } else {
-      place_units_kernel<<<warp_blocks_for(nll), 256, 0, stream>>>(
+      place_units_kernel<<<warp_grid(nll), 256, 0, stream>>>(
           lpath.get() + (D - 1) * nll, nll, static_cast<u32>(base + wbytes - sizeof(PoolHeader)), true, b, arena,
           leaf_ref.get());
     }

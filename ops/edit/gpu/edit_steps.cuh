@@ -14,7 +14,6 @@ namespace hisparse::ops::edit_gpu_detail {
 
 using convert_detail::Array;
 using convert_detail::blocks_for;
-using convert_detail::warp_blocks_for;
 using convert_detail::read_back;
 using convert_detail::WorkMemory;
 
@@ -102,7 +101,7 @@ Entries<V> extract_entries(WorkMemory& w, const std::byte* pool, u32 b, bool uni
   out.row = Array<u64>(w, out.n);
   out.col = Array<u64>(w, out.n);
   out.val = Array<V>(w, out.n);
-  convert_detail::entries_kernel<V, u64, V><<<warp_blocks_for(size), 256, 0, st>>>(
+  convert_detail::entries_kernel<V, u64, V><<<warp_grid(size), 256, 0, st>>>(
       f, pool, b, first.get(), false, V(1), true, out.row.get(), out.col.get(), out.val.get());
   w.check_launch("GPU edit: old entries");
   return out;

@@ -47,20 +47,12 @@ namespace leaf_walk {
 using u32 = std::uint32_t;
 using u64 = std::uint64_t;
 
-inline constexpr unsigned walk_threads = 256;
-
-// A grid of a warp per item, at most 2^16 blocks (the loops stride).
-inline unsigned warp_grid(u64 items) {
-  constexpr u64 warps_per_block = walk_threads / 32;
-  return static_cast<unsigned>(std::clamp<u64>((items + warps_per_block - 1) / warps_per_block, 1, 1u << 16));
-}
-
 __device__ inline u64 first_warp() { return (blockIdx.x * u64{blockDim.x} + threadIdx.x) / 32; }
 __device__ inline u64 warp_stride() { return u64{gridDim.x} * blockDim.x / 32; }
 
 // Children of each frontier node (1 for a wide node, passed down); count[n]
 // = 0, so that the exclusive scan's last element is the next level's size.
-__global__ void __launch_bounds__(walk_threads) walk_counts(const NodeItem* f, u64 n, const std::byte* pool, u32 log2d,
+__global__ void __launch_bounds__(stride_threads) walk_counts(const NodeItem* f, u64 n, const std::byte* pool, u32 log2d,
                                                             u64* count) {
   const u32 lane = threadIdx.x & 31;
   for (u64 k = first_warp(); k <= n; k += warp_stride()) {
@@ -70,7 +62,7 @@ __global__ void __launch_bounds__(walk_threads) walk_counts(const NodeItem* f, u
   }
 }
 
-__global__ void __launch_bounds__(walk_threads) walk_expand(const NodeItem* f, u64 n, const std::byte* pool, u32 log2d,
+__global__ void __launch_bounds__(stride_threads) walk_expand(const NodeItem* f, u64 n, const std::byte* pool, u32 log2d,
                                                             const u64* first, NodeItem* next) {
   const u32 lane = threadIdx.x & 31;
   for (u64 k = first_warp(); k < n; k += warp_stride()) {
@@ -106,7 +98,7 @@ __device__ inline u32 items_in(const std::byte* pool, NodeRef r, u32 l, u32 log2
 
 // Items per list over all leaves (totals zeroed first): warp sums, one
 // shared add per warp and list, one global add per block and list.
-__global__ void __launch_bounds__(walk_threads) list_totals(const NodeItem* leaves, u64 n, const std::byte* pool,
+__global__ void __launch_bounds__(stride_threads) list_totals(const NodeItem* leaves, u64 n, const std::byte* pool,
                                                             u32 log2d, u32 large_chunk, unsigned long long* totals) {
   __shared__ unsigned long long t[plan_list_count];
   if (threadIdx.x < plan_list_count) t[threadIdx.x] = 0;
@@ -153,7 +145,7 @@ __global__ void write_list(const NodeItem* leaves, u64 n, const std::byte* pool,
 
 // The same by a warp per leaf, for the wide lists: a power-law matrix's
 // heaviest wide node has thousands of chunks, which one thread wrote alone.
-__global__ void __launch_bounds__(walk_threads) write_wide_list(const NodeItem* leaves, u64 n, const std::byte* pool,
+__global__ void __launch_bounds__(stride_threads) write_wide_list(const NodeItem* leaves, u64 n, const std::byte* pool,
                                                                 u32 l, const u64* first, NodeItem* out) {
   const u32 lane = threadIdx.x & 31;
   for (u64 i = first_warp(); i < n; i += warp_stride()) {
@@ -162,8 +154,6 @@ __global__ void __launch_bounds__(walk_threads) write_wide_list(const NodeItem* 
     for (u32 k = lane; k < c; k += 32) out[first[i] + k] = NodeItem{it.brow, it.bcol, it.ref, k};
   }
 }
-
-inline void launched(const char* what) { cuda_check(cudaGetLastError(), what); }
 
 // In-place exclusive sum of `n` counts (CUB's scan takes d_in == d_out).
 inline void exclusive_sum_in_place(u64* v, u64 n, const Context& ctx, const char* what) {
@@ -202,23 +192,23 @@ inline LeafLists list_leaves(const std::byte* pool, NodeRef root, std::uint32_t 
   // Leaves sit at level depth - 1, wide nodes at depth - 2 (passed down).
   for (std::uint32_t level = 0; level + 1 < depth && n > 0; ++level) {
     DeviceBytes first = ctx.allocate_work((n + 1) * sizeof(u64));
-    walk_counts<<<warp_grid(n + 1), walk_threads, 0, stream>>>(frontier.as<NodeItem>(), n, pool, log2d, first.as<u64>());
-    launched("launch of walk_counts (SpMV plan)");
+    walk_counts<<<warp_grid(n + 1), stride_threads, 0, stream>>>(frontier.as<NodeItem>(), n, pool, log2d, first.as<u64>());
+    cuda_check(cudaGetLastError(), "launch of walk_counts (SpMV plan)");
     exclusive_sum_in_place(first.as<u64>(), n + 1, ctx, "cub::DeviceScan::ExclusiveSum (SpMV plan walk)");
     const u64 next_n = read_back(first.as<u64>() + n, ctx, "SpMV plan walk: level size");
     DeviceBytes next = ctx.allocate_work(std::max<u64>(next_n, 1) * sizeof(NodeItem));
-    walk_expand<<<warp_grid(n), walk_threads, 0, stream>>>(frontier.as<NodeItem>(), n, pool, log2d, first.as<u64>(),
+    walk_expand<<<warp_grid(n), stride_threads, 0, stream>>>(frontier.as<NodeItem>(), n, pool, log2d, first.as<u64>(),
                                                            next.as<NodeItem>());
-    launched("launch of walk_expand (SpMV plan)");
+    cuda_check(cudaGetLastError(), "launch of walk_expand (SpMV plan)");
     frontier = std::move(next);
     n = next_n;
   }
   DeviceBytes totals = ctx.allocate_work(plan_list_count * sizeof(unsigned long long));
   cuda_check(cudaMemsetAsync(totals.get(), 0, totals.size(), stream), "cudaMemsetAsync(SpMV plan list totals)");
   if (n > 0) {
-    list_totals<<<warp_grid(n / 32 + 1), walk_threads, 0, stream>>>(frontier.as<NodeItem>(), n, pool, log2d, large_chunk,
+    list_totals<<<warp_grid(n / 32 + 1), stride_threads, 0, stream>>>(frontier.as<NodeItem>(), n, pool, log2d, large_chunk,
                                                                      totals.as<unsigned long long>());
-    launched("launch of list_totals (SpMV plan)");
+    cuda_check(cudaGetLastError(), "launch of list_totals (SpMV plan)");
   }
   cuda_check(cudaMemcpyAsync(out.count, totals.get(), sizeof(out.count), cudaMemcpyDeviceToHost, stream),
              "cudaMemcpyAsync(SpMV plan list totals)");
@@ -231,16 +221,16 @@ inline LeafLists list_leaves(const std::byte* pool, NodeRef root, std::uint32_t 
     if (out.count[l] == 0) continue;
     list_counts<<<stride_grid(n), stride_threads, 0, stream>>>(frontier.as<NodeItem>(), n, pool, l, log2d, large_chunk,
                                                                first.as<u64>());
-    launched("launch of list_counts (SpMV plan)");
+    cuda_check(cudaGetLastError(), "launch of list_counts (SpMV plan)");
     exclusive_sum_in_place(first.as<u64>(), n, ctx, "cub::DeviceScan::ExclusiveSum (SpMV plan lists)");
     if (l >= bin_wide) {
-      write_wide_list<<<warp_grid(n), walk_threads, 0, stream>>>(frontier.as<NodeItem>(), n, pool, l, first.as<u64>(),
+      write_wide_list<<<warp_grid(n), stride_threads, 0, stream>>>(frontier.as<NodeItem>(), n, pool, l, first.as<u64>(),
                                                                  out.list(l));
-      launched("launch of write_wide_list (SpMV plan)");
+      cuda_check(cudaGetLastError(), "launch of write_wide_list (SpMV plan)");
     } else {
       write_list<<<stride_grid(n), stride_threads, 0, stream>>>(frontier.as<NodeItem>(), n, pool, l, log2d, large_chunk,
                                                                 first.as<u64>(), out.list(l));
-      launched("launch of write_list (SpMV plan)");
+      cuda_check(cudaGetLastError(), "launch of write_list (SpMV plan)");
     }
   }
   return out;

@@ -24,7 +24,7 @@ __device__ inline void claim_batch(const DeviceState<Setup, State>* ds, unsigned
     if (tid == 0) {
         const QueueView& view = ds->queues[q];
         unsigned long long first = 0;
-        const unsigned count = should_stop(ds->counters) ? 0u : view.claim(view.items_per_block, first);
+        const unsigned count = run_stopping(ds->counters) ? 0u : view.claim(view.items_per_block, first);
         out.first = first;
         out.count = count;
         out.queue = q;

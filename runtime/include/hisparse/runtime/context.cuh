@@ -47,7 +47,6 @@ struct DeviceState {
 };
 
 namespace detail {
-__device__ inline bool should_stop(const RunCounters* c) { return run_stopping(c); }
 
 // Ends a run: one full warp (`lane` 0..31), after every other device thread
 // of the run is done (see the callers). Copies the run's counters to

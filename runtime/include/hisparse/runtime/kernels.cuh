@@ -50,7 +50,7 @@ __device__ bool linger(const DeviceState<Setup, State>* ds, const QueueView& vie
     while (global_ns() < until) {
         // Stop first: after an error claim_batch refuses to claim, so "items
         // are available" alone would send the block round forever.
-        if (should_stop(ds->counters)) break;
+        if (run_stopping(ds->counters)) break;
         if (view.available_relaxed() > 0) {
             found = true;
             break;
@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(Setup::block_size, (worker_min_blocks<Setup, I
         if (counted && blockIdx.x == 0 && tid == 0) atomicAdd(&ds->counters->kernels_started, 1ull);
         const unsigned long long begin = static_cast<unsigned long long>(blockIdx.x) * view.items_per_block;
         // After an error or an abort the items are dropped, as claim_batch would.
-        if (begin < count && !should_stop(ds->counters)) {
+        if (begin < count && !run_stopping(ds->counters)) {
             const BatchClaim mine{first + begin,
                                   static_cast<unsigned>(min(static_cast<unsigned long long>(view.items_per_block), count - begin)),
                                   queue, 0};
@@ -214,7 +214,7 @@ __global__ void __launch_bounds__(32) dp_controller_kernel(const DeviceState<Set
     while (true) {
         ++rounds;
         // Voted: the lanes must leave together (the loop has warp-wide votes).
-        if (__any_sync(0xffffffffu, should_stop(counters))) break;
+        if (__any_sync(0xffffffffu, run_stopping(counters))) break;
         const int running = device_atomic<int>(counters->running_blocks).load(cuda::memory_order_relaxed);
         bool launched = false;
 #pragma unroll
@@ -333,7 +333,7 @@ __global__ void __launch_bounds__(32) tail_controller_kernel(const DeviceState<S
         view.run->preclaimed = 0u;
     }
     retire_pending(ds, retired);
-    if (!should_stop(counters)) {
+    if (!run_stopping(counters)) {
         for (unsigned q = lane; q < queue_count; q += 32) {
             const QueueView& view = ds->queues[q];
             const int available = view.available_relaxed();
@@ -418,7 +418,7 @@ __global__ void __launch_bounds__(Setup::block_size, (megakernel_min_blocks<Setu
                 claim.queue = stash->queue;
                 claim.local = 1;
                 // An endless local chain must still see the watchdog's abort.
-                if ((++local_batches & 15u) == 0u && should_stop(counters)) claim.queue = queue_count;
+                if ((++local_batches & 15u) == 0u && run_stopping(counters)) claim.queue = queue_count;
             }
             __syncthreads();
             if (claim.queue == queue_count) break;
@@ -439,7 +439,7 @@ __global__ void __launch_bounds__(Setup::block_size, (megakernel_min_blocks<Setu
             while (true) {
                 // Every lane reads the same words (one request); the votes make
                 // the decisions warp-uniform, so no lane leaves the loop alone.
-                const bool stop = __any_sync(0xffffffffu, should_stop(counters) ||
+                const bool stop = __any_sync(0xffffffffu, run_stopping(counters) ||
                                                               device_atomic<const unsigned>(counters->done).load(
                                                                   cuda::memory_order_relaxed) != 0u);
                 unsigned masks[(queue_count + 31) / 32];
