@@ -409,6 +409,23 @@ __global__ void fill_leaves_kernel(LeafFill f, const u64* R, const u64* loc, con
   }
 }
 
+// The entry at wide position p of COOW node `owner` of the depth-2 level
+// (its entries hold positions [entry_scan[first_leaf[owner]],
+// entry_scan[first_leaf[owner + 1]]) in row-major order): coordinate (key:
+// row16 << 16 | col16) and value at its rank; rank 0 also writes the count.
+template <class V>
+__device__ inline void put_coow_entry(u32 owner, u64 p, u32 key, V value, const u32* first_leaf, const u64* entry_scan,
+                                      const u64* node_offset, u64 base, std::byte* pool) {
+  const u64 first = entry_scan[first_leaf[owner]];
+  const u32 count = static_cast<u32>(entry_scan[first_leaf[owner + 1]] - first);
+  const u32 rank = static_cast<u32>(p - first);
+  std::byte* node = pool + base + node_offset[owner];
+  const CooLayout l = coow_layout(count, sizeof(V));
+  if (rank == 0) *reinterpret_cast<u32*>(node) = count;
+  reinterpret_cast<u32*>(node + l.coord_offset)[rank] = (key >> 16) | (key << 16);
+  reinterpret_cast<V*>(node + l.value_offset)[rank] = value;
+}
+
 // Wide positions after the per-node sort: coordinate and value at their rank.
 template <class V>
 __global__ void fill_coow_kernel(const u32* wide_key, const u32* wide_entry, const u32* wide_owner, u64 n,
@@ -417,14 +434,7 @@ __global__ void fill_coow_kernel(const u32* wide_key, const u32* wide_entry, con
   for (u64 p = blockIdx.x * u64(blockDim.x) + threadIdx.x; p < n; p += u64(gridDim.x) * blockDim.x) {
     const u32 owner = wide_owner[p];
     if (owner == 0xFFFFFFFFu) continue;
-    const u64 first = entry_scan[first_leaf[owner]];
-    const u32 count = static_cast<u32>(entry_scan[first_leaf[owner + 1]] - first);
-    const u32 rank = static_cast<u32>(p - first);
-    std::byte* node = pool + base + node_offset[owner];
-    const CooLayout l = coow_layout(count, sizeof(V));
-    if (rank == 0) *reinterpret_cast<u32*>(node) = count;
-    reinterpret_cast<u32*>(node + l.coord_offset)[rank] = (wide_key[p] >> 16) | (wide_key[p] << 16);
-    reinterpret_cast<V*>(node + l.value_offset)[rank] = val[wide_entry[p]];
+    put_coow_entry<V>(owner, p, wide_key[p], val[wide_entry[p]], first_leaf, entry_scan, node_offset, base, pool);
   }
 }
 
@@ -441,15 +451,8 @@ __global__ void fill_coow_csr_kernel(const u32* owner, const u32* entry, const u
   for (u64 p = blockIdx.x * u64(blockDim.x) + threadIdx.x; p < n; p += u64(gridDim.x) * blockDim.x) {
     const u32 o = owner[p];
     if (type[o] != static_cast<std::uint8_t>(NodeType::coow)) continue;
-    const u64 first = entry_scan[first_leaf[o]];
-    const u32 count = static_cast<u32>(entry_scan[first_leaf[o + 1]] - first);
-    const u32 rank = static_cast<u32>(p - first);
-    const u32 e = entry[p], k = key[e];
-    std::byte* node = pool + base + node_offset[o];
-    const CooLayout l = coow_layout(count, sizeof(V));
-    if (rank == 0) *reinterpret_cast<u32*>(node) = count;
-    reinterpret_cast<u32*>(node + l.coord_offset)[rank] = (k >> 16) | (k << 16);
-    reinterpret_cast<V*>(node + l.value_offset)[rank] = val[e];
+    const u32 e = entry[p];
+    put_coow_entry<V>(o, p, key[e], val[e], first_leaf, entry_scan, node_offset, base, pool);
   }
 }
 
