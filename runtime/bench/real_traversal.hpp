@@ -19,7 +19,8 @@ struct RealTraversalRow {
     std::uint64_t nnz = 0;
     double run_ms = 0.0;   // one-shot SpMV, a full traversal: median, cold L2, CUDA events
     double plan_ms = 0.0;  // the same SpMV from the recorded plan (what the traversal's leaves cost alone)
-    double plan_build_ms = 0.0;  // building that plan (the leaf walk, tiles, sorts): median, host clock
+    double plan_build_ms = 0.0;  // building that plan (the leaf walk, tiles, sorts; A's part): median, host clock
+    double plan_build_both_ms = 0.0;  // the same with A's and A^T's parts (SpmvOptions::orientations = both)
     double setup_ms = 0.0;       // of which the runtime's set-up alone (a GpuSpmv without a plan): median, host clock
     RunStats stats;        // a profiled run (RuntimeConfig::profile)
 };

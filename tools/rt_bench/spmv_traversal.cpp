@@ -65,6 +65,7 @@ void measure(const std::string& spec, const Coo<double>& coo64, const std::vecto
     return builds[builds.size() / 2];
   };
   const double plan_build_ms = build_ms({});
+  const double plan_build_both_ms = build_ms({.orientations = ops::SpmvOptions::Orientations::both});
   const double setup_ms = build_ms({.reuse_traversal = false});
   ops::GpuSpmv<V> plan(a);
   const double plan_ms = cold_median_ms([&] { plan(dx.as<V>(), dy.as<V>()); }, flush, repeat);
@@ -97,6 +98,7 @@ void measure(const std::string& spec, const Coo<double>& coo64, const std::vecto
     row.nnz = a.nnz();
     row.plan_ms = plan_ms;
     row.plan_build_ms = plan_build_ms;
+    row.plan_build_both_ms = plan_build_both_ms;
     row.setup_ms = setup_ms;
     row.stats = profiled.last_run();
     rows.push_back(std::move(row));

@@ -217,6 +217,8 @@ struct GpuSpmv<V>::Impl {
   WideOrder wide_order;         // the wide chunks' column order (SpMV^T); empty: not used
   TilePlan<V> tiles[2];         // the standard leaves by output tiles, for A and A^T; unused when !use_tiles
   bool use_tiles = false;
+  std::uint32_t tile_units = 1, min_fill = 0;
+  bool prepared[2] = {false, false};  // A's and A^T's part of the plan built (oriented, riders or tiles, wide order)
   SpmvPlanStats stats;
   // Entries per large-leaf item: about nnz / (32 warps per SM), at least 128
   // (one step of a warp): a matrix with few, big leaves (bcsstk13: 123 leaves
@@ -277,12 +279,12 @@ struct GpuSpmv<V>::Impl {
   }
 
   // A's leaves listed by a walk down the tree (spmv_plan_leaves.cuh), then
-  // the lists arranged for the calls: output tiles, or riders per
-  // orientation, and the wide chunks' column order.
+  // the lists arranged for the orientation A has now (both with
+  // Orientations::both): output tiles or riders, and for A^T the wide
+  // chunks' column order.
   void build_plan() {
     const auto t0 = std::chrono::steady_clock::now();
     LeafLists leaves = list_leaves(a->pool(), a->root(), a->shape().log2_node_size, a->shape().depth, large_chunk, *ctx);
-    const auto t_listed = std::chrono::steady_clock::now();
     const std::uint64_t(&n)[plan_list_count] = leaves.count;
     for (std::uint32_t b = 0; b < leaf_bin_count; ++b) {
       plan.items[b] = leaves.list(b);
@@ -308,41 +310,72 @@ struct GpuSpmv<V>::Impl {
     // No standard leaves (a matrix of wide nodes): nothing to tile.
     use_tiles = options.tiles != SpmvOptions::Tiles::never && standard > 0 &&
                 tiles_fit(shape.rows, shape.cols, shape.log2_node_size);
+    // Units per tile (a warp's, done one after the other): enough tiles to
+    // give every warp slot of the GPU about two, at least one, at most 16: a
+    // 27-point stencil's block row (about 30 units) whole in one warp ran
+    // 0.44 ms against 0.32 split in two (perf-log 19).
+    const std::uint64_t per_tile = a->nnz() / (2 * warp_slots * tile_unit_entries);
+    tile_units = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(per_tile, 1, 16));
+    min_fill = options.tiles == SpmvOptions::Tiles::always ? 0 : tile_unit_entries / 4;
+    const auto t_listed = std::chrono::steady_clock::now();
+    const auto ms = [](auto from, auto to) { return std::chrono::duration<double, std::milli>(to - from).count(); };
+    stats.traversal_ms += ms(t0, t_listed);
+    if (runtime::log::enabled(runtime::log::Level::debug))
+      runtime::log::debug("spmv plan: leaves listed in " + std::to_string(ms(t0, t_listed)) + " ms");
+    const int now = a->transposed() ? 1 : 0;
+    prepare(now);
+    if (options.orientations == SpmvOptions::Orientations::both) prepare(1 - now);
+  }
+
+  // A's (o = 0) or A^T's (o = 1) part of the plan. A failure leaves it
+  // unprepared (the next call in that orientation tries again).
+  void prepare(int o) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const Shape& shape = a->shape();
     if (use_tiles) {
-      // Units per tile (a warp's, done one after the other): enough tiles
-      // to give every warp slot of the GPU about two, at least one, at most
-      // 16: a 27-point stencil's block row (about 30 units) whole in one
-      // warp ran 0.44 ms against 0.32 split in two (perf-log 19).
-      const std::uint64_t per_tile = a->nnz() / (2 * warp_slots * tile_unit_entries);
-      const auto tile_units = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(per_tile, 1, 16));
-      const std::uint32_t min_fill = options.tiles == SpmvOptions::Tiles::always ? 0 : tile_unit_entries / 4;
-      use_tiles = plan_tiles<V>(a->pool(), plan.items[bin_one], standard, n[bin_one] + n[bin_small], shape.rows,
-                                shape.cols, shape.log2_node_size, tile_units, min_fill, *ctx, tiles);
+      const std::uint64_t standard = plan.count[bin_one] + plan.count[bin_small] + plan.count[bin_large] +
+                                     plan.count[bin_dense];
+      // The fill test does not depend on the orientation: it decides for both.
+      use_tiles = plan_tiles<V>(a->pool(), plan.items[bin_one], standard, plan.count[bin_one] + plan.count[bin_small],
+                                shape.rows, shape.cols, shape.log2_node_size, tile_units, min_fill, o, *ctx, tiles[o]);
     }
     if (use_tiles) {
-      for (int o = 0; o < 2; ++o) {
-        oriented[o] = plan;  // the wide bin's blocks
-        stats.tiles[o] = tiles[o].tile_count;
-        stats.split_tiles[o] = tiles[o].split_tiles;
-        stats.tile_bytes[o] = tiles[o].bytes();
-      }
+      oriented[o] = plan;  // the wide bin's blocks
+      stats.tiles[o] = tiles[o].tile_count;
+      stats.split_tiles[o] = tiles[o].split_tiles;
+      stats.tile_bytes[o] = tiles[o].bytes();
     } else {
-      for (int o = 0; o < 2; ++o) orient(o);
+      orient(o);
     }
     const auto t_oriented = std::chrono::steady_clock::now();
-    if (options.wide_column_order && wide_block_count > 0) {
-      wide_order = plan_wide_order(a->pool(), wide_blocks, wide_block_count, log2d, *ctx);
+    if (o == 1 && options.wide_column_order && wide_block_count > 0) {
+      wide_order = plan_wide_order(a->pool(), wide_blocks, wide_block_count, shape.log2_node_size, *ctx);
       stats.wide_order_bytes = wide_order.bytes();
       stats.wide_column_runs = wide_order.column_runs;
     }
+    prepared[o] = true;
+    stats.prepared[o] = true;
     const auto t_end = std::chrono::steady_clock::now();
     const auto ms = [](auto from, auto to) { return std::chrono::duration<double, std::milli>(to - from).count(); };
-    stats.traversal_ms = ms(t0, t_end);
+    stats.traversal_ms += ms(t0, t_end);
     if (runtime::log::enabled(runtime::log::Level::debug))
-      runtime::log::debug("spmv plan built in " + std::to_string(stats.traversal_ms) + " ms: leaves listed " +
-                          std::to_string(ms(t0, t_listed)) + (use_tiles ? ", tiles " : ", riders ") +
-                          std::to_string(ms(t_listed, t_oriented)) + ", wide order " +
-                          std::to_string(ms(t_oriented, t_end)) + " ms");
+      runtime::log::debug(std::string("spmv plan: ") + (o == 1 ? "A^T" : "A") + " prepared in " +
+                          std::to_string(ms(t0, t_end)) + " ms: " + (use_tiles ? "tiles " : "riders ") +
+                          std::to_string(ms(t0, t_oriented)) + ", wide order " + std::to_string(ms(t_oriented, t_end)) +
+                          " ms");
+  }
+
+  // A call in an orientation the plan has not prepared (Orientations::
+  // current): prepared now, outside a stream capture only (preparing
+  // synchronises the stream, which a capture cannot record).
+  void prepare_for_call(int o) {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    cuda_check(cudaStreamIsCapturing(stream, &capture), "cudaStreamIsCapturing(spmv)");
+    if (capture != cudaStreamCaptureStatusNone)
+      throw Error(std::string("spmv: the plan has no part for op(A) = ") + (o == 1 ? "A^T" : "A") +
+                  " yet, and preparing it synchronises the stream, which is being captured: build the plan with "
+                  "SpmvOptions::orientations = both, or make one call in this orientation before the capture");
+    prepare(o);
   }
 
   // The plan for A (o = 0) or A^T (o = 1): riders of each output block's
@@ -384,6 +417,8 @@ struct GpuSpmv<V>::Impl {
     const std::uint64_t rows = a->rows();
     if ((rows > 0 && y == nullptr) || (a->cols() > 0 && x == nullptr))
       throw Error("spmv: x and y must be device pointers to op(A).cols() and op(A).rows() values, not null");
+    const int o = a->transposed() ? 1 : 0;
+    if (options.reuse_traversal && !prepared[o]) prepare_for_call(o);
     const bool tiled = use_tiles && options.reuse_traversal && a->root() != null_ref && alpha != V(0);
     // A traversal on reduced queues may have to run again: y as it was.
     const bool save_y = !options.reuse_traversal && share != 1 && beta != V(0) && rows > 0 &&

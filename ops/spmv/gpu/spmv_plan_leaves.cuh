@@ -2,10 +2,10 @@
 // Plan building: A's leaves listed into the plan's lists (the leaf bins of
 // spmv_procedures.cuh, then the wide nodes in whole-block chunks), by a walk
 // down the tree a level at a time:
-// 1. per level, a warp per node counts its children, a scan places them and
-//    a warp per node writes them (hisparse/ops/node_walk.cuh); a wide node
-//    goes down unchanged, so the last level holds the leaves and wide nodes
-//    in tree order;
+// 1. per level, a warp per node (several per node on a level of few nodes)
+//    counts its children, a scan places them and the same warps write them
+//    (hisparse/ops/node_walk.cuh); a wide node goes down unchanged, so the
+//    last level holds the leaves and wide nodes in tree order;
 // 2. per list, a thread per leaf counts its items there (a large leaf's
 //    chunks of large_chunk entries, a dense leaf's dense_chunks, a wide
 //    node's chunks of either size), a scan places them, and they are written.
@@ -50,31 +50,44 @@ using u64 = std::uint64_t;
 __device__ inline u64 first_warp() { return (blockIdx.x * u64{blockDim.x} + threadIdx.x) / 32; }
 __device__ inline u64 warp_stride() { return u64{gridDim.x} * blockDim.x / 32; }
 
-// Children of each frontier node (1 for a wide node, passed down); count[n]
-// = 0, so that the exclusive scan's last element is the next level's size.
-__global__ void __launch_bounds__(stride_threads) walk_counts(const NodeItem* f, u64 n, const std::byte* pool, u32 log2d,
-                                                            u64* count) {
+// Children of each frontier node (1 for a wide node, passed down), per warp
+// of the level's split (gpu::NodeSplit); count[warps] = 0, so that the
+// exclusive scan's last element is the next level's size.
+__global__ void __launch_bounds__(stride_threads) walk_counts(const NodeItem* f, u64 n, gpu::NodeSplit split,
+                                                            const std::byte* pool, u32 log2d, u64* count) {
   const u32 lane = threadIdx.x & 31;
-  for (u64 k = first_warp(); k <= n; k += warp_stride()) {
+  const u64 warps = split.warps(n);
+  for (u64 w = first_warp(); w <= warps; w += warp_stride()) {
     u32 c = 0;
-    if (k < n) c = ref_type(f[k].ref) == NodeType::coow ? 1u : gpu::warp_child_count(pool, f[k].ref, log2d, lane);
-    if (lane == 0) count[k] = c;
+    if (w < warps) {
+      const NodeRef r = f[w / split.per_node].ref;
+      const u32 begin = split.begin(w);
+      c = ref_type(r) == NodeType::coow ? u32{begin == 0}
+                                        : gpu::warp_child_count(pool, r, log2d, lane, begin, split.length);
+    }
+    if (lane == 0) count[w] = c;
   }
 }
 
-__global__ void __launch_bounds__(stride_threads) walk_expand(const NodeItem* f, u64 n, const std::byte* pool, u32 log2d,
-                                                            const u64* first, NodeItem* next) {
+__global__ void __launch_bounds__(stride_threads) walk_expand(const NodeItem* f, u64 n, gpu::NodeSplit split,
+                                                            const std::byte* pool, u32 log2d, const u64* first,
+                                                            NodeItem* next) {
   const u32 lane = threadIdx.x & 31;
-  for (u64 k = first_warp(); k < n; k += warp_stride()) {
-    const NodeItem it = f[k];
-    const u64 o = first[k];
+  const u64 warps = split.warps(n);
+  for (u64 w = first_warp(); w < warps; w += warp_stride()) {
+    const NodeItem it = f[w / split.per_node];
+    const u64 o = first[w];
+    const u32 begin = split.begin(w);
     if (ref_type(it.ref) == NodeType::coow) {
-      if (lane == 0) next[o] = it;
+      if (lane == 0 && begin == 0) next[o] = it;
       continue;
     }
-    gpu::warp_for_each_child(pool, it.ref, log2d, lane, [&](u32 i, NodeRef c, u32 row, u32 col) {
-      next[o + i] = NodeItem{(it.brow << log2d) | row, (it.bcol << log2d) | col, c, it.level + 1};
-    });
+    gpu::warp_for_each_child(
+        pool, it.ref, log2d, lane,
+        [&](u32 i, NodeRef c, u32 row, u32 col) {
+          next[o + i] = NodeItem{(it.brow << log2d) | row, (it.bcol << log2d) | col, c, it.level + 1};
+        },
+        begin, split.length);
   }
 }
 
@@ -191,14 +204,17 @@ inline LeafLists list_leaves(const std::byte* pool, NodeRef root, std::uint32_t 
   u64 n = 1;
   // Leaves sit at level depth - 1, wide nodes at depth - 2 (passed down).
   for (std::uint32_t level = 0; level + 1 < depth && n > 0; ++level) {
-    DeviceBytes first = ctx.allocate_work((n + 1) * sizeof(u64));
-    walk_counts<<<warp_grid(n + 1), stride_threads, 0, stream>>>(frontier.as<NodeItem>(), n, pool, log2d, first.as<u64>());
+    const gpu::NodeSplit split = gpu::node_split(n, log2d);
+    const u64 warps = split.warps(n);
+    DeviceBytes first = ctx.allocate_work((warps + 1) * sizeof(u64));
+    walk_counts<<<warp_grid(warps + 1), stride_threads, 0, stream>>>(frontier.as<NodeItem>(), n, split, pool, log2d,
+                                                                   first.as<u64>());
     cuda_check(cudaGetLastError(), "launch of walk_counts (SpMV plan)");
-    exclusive_sum_in_place(first.as<u64>(), n + 1, ctx, "cub::DeviceScan::ExclusiveSum (SpMV plan walk)");
-    const u64 next_n = read_back(first.as<u64>() + n, ctx, "SpMV plan walk: level size");
+    exclusive_sum_in_place(first.as<u64>(), warps + 1, ctx, "cub::DeviceScan::ExclusiveSum (SpMV plan walk)");
+    const u64 next_n = read_back(first.as<u64>() + warps, ctx, "SpMV plan walk: level size");
     DeviceBytes next = ctx.allocate_work(std::max<u64>(next_n, 1) * sizeof(NodeItem));
-    walk_expand<<<warp_grid(n), stride_threads, 0, stream>>>(frontier.as<NodeItem>(), n, pool, log2d, first.as<u64>(),
-                                                           next.as<NodeItem>());
+    walk_expand<<<warp_grid(warps), stride_threads, 0, stream>>>(frontier.as<NodeItem>(), n, split, pool, log2d,
+                                                               first.as<u64>(), next.as<NodeItem>());
     cuda_check(cudaGetLastError(), "launch of walk_expand (SpMV plan)");
     frontier = std::move(next);
     n = next_n;

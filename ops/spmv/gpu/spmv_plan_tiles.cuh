@@ -4,17 +4,20 @@
 // the standard bins:
 // 1. each leaf's entry count (chunk items of large and dense leaves after
 //    the first count 0: a tile cuts leaves into units itself), and the
-//    totals the fill test needs (the only download besides the sizes);
-// 2. per orientation, the leaves grouped by output block with a stable
-//    radix sort (the traversal's order stays inside a block, a block's one-
-//    and two-entry leaves first), each cut into units of at most 128
-//    entries, or its entries gathered (32 to a unit): scans over the leaves
-//    and over the blocks place every unit and gathered entry;
+//    totals the fill test needs;
+// 2. the leaves grouped by output block with a stable radix sort (the
+//    traversal's order stays inside a block, a block's one- and two-entry
+//    leaves first), each cut into units of at most 128 entries, or its
+//    entries gathered (32 to a unit): scans over the leaves and over the
+//    blocks place every unit and gathered entry;
 // 3. the output blocks cut into tiles of at most `tile_units` units and
 //    tile_max_outputs outputs, a block with more units than that split over
 //    several tiles. The cut is greedy inside runs of `chunk_blocks` output
-//    blocks, a thread per run (counted, scanned, then written), so a tile
+//    blocks, a warp per run (counted, scanned, then written), so a tile
 //    never spans two runs.
+// Steps 1 and 2 and the cut's counting run back to back; one download (the
+// totals and the sizes) then sizes the plan's allocation, and the writing
+// follows without another synchronisation.
 // Nothing is planned on the host: the Laplacian 4096^2's 650 k leaves took
 // 120-170 ms there (perf-log R4 i).
 #include <cub/device/device_radix_sort.cuh>
@@ -55,14 +58,16 @@ inline bool tiles_fit(std::uint64_t rows, std::uint64_t cols, std::uint32_t log2
 }
 
 // The listed items of the standard bins, back to back: [0, first_chunked)
-// are whole leaves (COO1 and small), the rest large and dense items. Both
-// orientations' plans, unless the leaves fill their units with fewer than
+// are whole leaves (COO1 and small), the rest large and dense items. The
+// plan of orientation `o` (0: A's output blocks are its block rows, 1: A^T's,
+// its block columns), unless the leaves fill their units with fewer than
 // `min_fill` entries on average (then nothing is built and the result is
-// false). Synchronizes the context's stream; memory from its allocator.
+// false; the test does not depend on the orientation). Synchronizes the
+// context's stream; memory from its allocator.
 template <class V>
 bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t count, std::uint64_t first_chunked,
                 std::uint64_t rows, std::uint64_t cols, std::uint32_t log2d, std::uint32_t tile_units,
-                std::uint32_t min_fill, const Context& ctx, TilePlan<V> (&out)[2]) {
+                std::uint32_t min_fill, int o, const Context& ctx, TilePlan<V>& out) {
   using namespace tile_detail;
   const cudaStream_t stream = ctx.stream();
   using clock = std::chrono::steady_clock;
@@ -73,152 +78,145 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
   const std::uint32_t d = 1u << log2d;
   const std::uint32_t max_blocks = std::max(1u, tile_max_outputs >> log2d);
   static_assert(chunk_blocks >= tile_max_outputs / 2, "a run holds a tile's most blocks (d = 2)");
-  const auto blocks_of = [&](int o) { return static_cast<std::uint32_t>(((o == 0 ? rows : cols) + d - 1) >> log2d); };
-  const std::uint32_t most_blocks = std::max(blocks_of(0), blocks_of(1));
-  const std::uint32_t most_chunks = (most_blocks + chunk_blocks - 1) / chunk_blocks;
-  // Sort temporaries: the larger of the two orientations' needs.
+  const auto blocks = static_cast<std::uint32_t>(((o == 0 ? rows : cols) + d - 1) >> log2d);
+  const std::uint32_t chunks = (blocks + chunk_blocks - 1) / chunk_blocks;
+  const bool by_col = o == 1;
+  const int key_bits = static_cast<int>(std::bit_width(2 * std::uint64_t{blocks}));
   std::size_t sort_bytes = 0;
-  for (int o = 0; o < 2; ++o) {
-    std::size_t b = 0;
-    cuda_check(cub::DeviceRadixSort::SortPairs(nullptr, b, static_cast<const std::uint32_t*>(nullptr),
-                                               static_cast<std::uint32_t*>(nullptr), static_cast<const std::uint32_t*>(nullptr),
-                                               static_cast<std::uint32_t*>(nullptr), n_items, 0,
-                                               static_cast<int>(std::bit_width(2 * std::uint64_t{blocks_of(o)})), stream),
-               "cub::DeviceRadixSort::SortPairs (size, SpMV tiles)");
-    sort_bytes = std::max(sort_bytes, b);
-  }
+  cuda_check(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, static_cast<const std::uint32_t*>(nullptr),
+                                             static_cast<std::uint32_t*>(nullptr),
+                                             static_cast<const std::uint32_t*>(nullptr),
+                                             static_cast<std::uint32_t*>(nullptr), n_items, 0, key_bits, stream),
+             "cub::DeviceRadixSort::SortPairs (size, SpMV tiles)");
   std::size_t leaf_scan_bytes = 0, block_scan_bytes = 0, cut_scan_bytes = 0;
   cuda_check(cub::DeviceScan::ExclusiveScan(nullptr, leaf_scan_bytes, static_cast<const uint2*>(nullptr),
                                             static_cast<uint2*>(nullptr), AddPairs{}, uint2{0, 0}, n_items, stream),
              "cub::DeviceScan::ExclusiveScan (size, SpMV leaf units)");
   cuda_check(cub::DeviceScan::ExclusiveScan(nullptr, block_scan_bytes, static_cast<const BlockCounts*>(nullptr),
                                             static_cast<BlockCounts*>(nullptr), AddBlockCounts{}, BlockCounts{},
-                                            most_blocks + 1, stream),
+                                            blocks + 1, stream),
              "cub::DeviceScan::ExclusiveScan (size, SpMV block units)");
   cuda_check(cub::DeviceScan::ExclusiveScan(nullptr, cut_scan_bytes, static_cast<const TileCounts*>(nullptr),
                                             static_cast<TileCounts*>(nullptr), AddCounts{}, TileCounts{},
-                                            most_chunks + 1, stream),
+                                            chunks + 1, stream),
              "cub::DeviceScan::ExclusiveScan (size, SpMV tiles)");
   const std::size_t temp_bytes = std::max({sort_bytes, leaf_scan_bytes, block_scan_bytes, cut_scan_bytes});
   const std::size_t u32 = sizeof(std::uint32_t);
-  // The entry counts first: the fill test may end the planning there.
-  Scratch counting(ctx, Scratch::size_of(1, sizeof(LeafTotals)) + Scratch::size_of(n_items, u32));
-  auto* totals = counting.take<LeafTotals>(1);
-  auto* n = counting.take<std::uint32_t>(n_items);
-  LeafTotals total{0, 0, 0, 0};
-  cuda_check(cudaMemsetAsync(totals, 0, sizeof(LeafTotals), stream), "cudaMemsetAsync(SpMV tile totals)");
-  if (n_items > 0) {
-    leaf_counts<<<stride_grid(n_items), stride_threads, 0, stream>>>(items, n_items, static_cast<std::uint32_t>(first_chunked), pool,
-                                                       log2d, n, totals);
-    launched("launch of leaf_counts (SpMV tiles)");
-  }
-  cuda_check(cudaMemcpyAsync(&total, totals, sizeof(total), cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync(SpMV tile totals)");
-  cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(SpMV tiles)");
-  std::string phases = "counts " + std::to_string(ms(t0));
-  // The fill test counts the gathered entries at 32 to a unit, as run_tile
-  // takes them (at least: a block's gathered entries share units only with
-  // those of the same output block).
-  if (total.entries < std::uint64_t{min_fill} * (total.units + (total.gathered + 31) / 32)) return false;
-  if (total.units + total.gathered >= (std::uint64_t{1} << 32))
-    throw LimitError("spmv: the plan needs more than 2^32 units");
-  const auto leaves = static_cast<std::uint32_t>(total.leaves);
-
   // big and singles side by side: one memset clears both.
-  const std::size_t per_blocks = Scratch::size_of(most_blocks + 1, u32);
-  Scratch scratch(ctx, 4 * Scratch::size_of(n_items, u32) + 2 * Scratch::size_of(n_items, sizeof(uint2)) +
-                           3 * per_blocks + 2 * Scratch::size_of(most_blocks + 1, sizeof(BlockCounts)) +
-                           2 * Scratch::size_of(most_chunks + 1, sizeof(TileCounts)) + Scratch::size_of(temp_bytes, 1));
+  const std::size_t per_blocks = Scratch::size_of(blocks + 1, u32);
+  Scratch scratch(ctx, Scratch::size_of(1, sizeof(LeafTotals)) + 5 * Scratch::size_of(n_items, u32) +
+                           2 * Scratch::size_of(n_items, sizeof(uint2)) + 3 * per_blocks +
+                           2 * Scratch::size_of(blocks + 1, sizeof(BlockCounts)) +
+                           2 * Scratch::size_of(chunks + 1, sizeof(TileCounts)) + Scratch::size_of(temp_bytes, 1));
+  auto* totals = scratch.take<LeafTotals>(1);
+  auto* n = scratch.take<std::uint32_t>(n_items);
   auto* keys = scratch.take<std::uint32_t>(n_items);
   auto* sorted_keys = scratch.take<std::uint32_t>(n_items);
   auto* index = scratch.take<std::uint32_t>(n_items);
   auto* order = scratch.take<std::uint32_t>(n_items);
   auto* leaf_n = scratch.take<uint2>(n_items);
   auto* leaf_at = scratch.take<uint2>(n_items);
-  auto* big = scratch.take<std::uint32_t>(most_blocks + 1);
-  auto* singles = scratch.take<std::uint32_t>(most_blocks + 1);
-  auto* tile_start = scratch.take<std::uint32_t>(most_blocks + 1);
-  auto* block_counts = scratch.take<BlockCounts>(most_blocks + 1);
-  auto* block_starts = scratch.take<BlockCounts>(most_blocks + 1);
-  auto* counts = scratch.take<TileCounts>(most_chunks + 1);
-  auto* at = scratch.take<TileCounts>(most_chunks + 1);
+  auto* big = scratch.take<std::uint32_t>(blocks + 1);
+  auto* singles = scratch.take<std::uint32_t>(blocks + 1);
+  auto* tile_start = scratch.take<std::uint32_t>(blocks + 1);
+  auto* block_counts = scratch.take<BlockCounts>(blocks + 1);
+  auto* block_starts = scratch.take<BlockCounts>(blocks + 1);
+  auto* counts = scratch.take<TileCounts>(chunks + 1);
+  auto* at = scratch.take<TileCounts>(chunks + 1);
   void* temp = scratch.take<std::byte>(temp_bytes);
 
-  for (int o = 0; o < 2; ++o) {
-    const std::uint32_t blocks = blocks_of(o);
-    const std::uint32_t chunks = (blocks + chunk_blocks - 1) / chunk_blocks;
-    const bool by_col = o == 1;
-    cuda_check(cudaMemsetAsync(big, 0, per_blocks + (std::uint64_t{blocks} + 1) * u32, stream),
-               "cudaMemsetAsync(SpMV block units)");
-    if (n_items > 0) {
-      block_keys<<<stride_grid(n_items), stride_threads, 0, stream>>>(items, n, n_items, by_col, blocks, keys, index, big, singles);
-      launched("launch of block_keys (SpMV tiles)");
-      std::size_t bytes = temp_bytes;
-      cuda_check(cub::DeviceRadixSort::SortPairs(temp, bytes, keys, sorted_keys, index, order, n_items, 0,
-                                                 static_cast<int>(std::bit_width(2 * std::uint64_t{blocks})), stream),
-                 "cub::DeviceRadixSort::SortPairs (SpMV tiles)");
-      leaf_units<<<stride_grid(leaves), stride_threads, 0, stream>>>(items, order, n, leaves, leaf_n);
-      launched("launch of leaf_units (SpMV tiles)");
-      bytes = temp_bytes;
-      cuda_check(cub::DeviceScan::ExclusiveScan(temp, bytes, leaf_n, leaf_at, AddPairs{}, uint2{0, 0}, leaves, stream),
-                 "cub::DeviceScan::ExclusiveScan (SpMV leaf units)");
-    }
-    block_unit_counts<<<stride_grid(blocks + 1), stride_threads, 0, stream>>>(big, singles, blocks, block_counts);
-    launched("launch of block_unit_counts (SpMV tiles)");
-    {
-      std::size_t bytes = temp_bytes;
-      cuda_check(cub::DeviceScan::ExclusiveScan(temp, bytes, block_counts, block_starts, AddBlockCounts{}, BlockCounts{},
-                                                blocks + 1, stream),
-                 "cub::DeviceScan::ExclusiveScan (SpMV block units)");
-    }
-    TileCut cut{block_counts, block_starts, blocks, tile_units, max_blocks, nullptr, nullptr, tile_start};
-    cut_tiles<<<stride_grid(chunks + 1), stride_threads, 0, stream>>>(cut, chunks, counts, nullptr);
-    launched("launch of cut_tiles (SpMV tiles, counts)");
+  cuda_check(cudaMemsetAsync(totals, 0, sizeof(LeafTotals), stream), "cudaMemsetAsync(SpMV tile totals)");
+  cuda_check(cudaMemsetAsync(big, 0, per_blocks + (std::uint64_t{blocks} + 1) * u32, stream),
+             "cudaMemsetAsync(SpMV block units)");
+  // The items without entries (a large or dense leaf's later chunks) sort
+  // last and count for nothing in the leaf scans: those run over all items.
+  if (n_items > 0) {
+    leaf_counts<<<stride_grid(n_items, 1024), stride_threads, 0, stream>>>(
+        items, n_items, static_cast<std::uint32_t>(first_chunked), pool, log2d, n, totals);
+    launched("launch of leaf_counts (SpMV tiles)");
+    block_keys<<<stride_grid(n_items), stride_threads, 0, stream>>>(items, n, n_items, by_col, blocks, keys, index, big,
+                                                                    singles);
+    launched("launch of block_keys (SpMV tiles)");
+    std::size_t bytes = temp_bytes;
+    cuda_check(cub::DeviceRadixSort::SortPairs(temp, bytes, keys, sorted_keys, index, order, n_items, 0, key_bits, stream),
+               "cub::DeviceRadixSort::SortPairs (SpMV tiles)");
+    leaf_units<<<stride_grid(n_items), stride_threads, 0, stream>>>(items, order, n, n_items, leaf_n);
+    launched("launch of leaf_units (SpMV tiles)");
+    bytes = temp_bytes;
+    cuda_check(cub::DeviceScan::ExclusiveScan(temp, bytes, leaf_n, leaf_at, AddPairs{}, uint2{0, 0}, n_items, stream),
+               "cub::DeviceScan::ExclusiveScan (SpMV leaf units)");
+  }
+  block_unit_counts<<<stride_grid(blocks + 1), stride_threads, 0, stream>>>(big, singles, blocks, block_counts);
+  launched("launch of block_unit_counts (SpMV tiles)");
+  {
+    std::size_t bytes = temp_bytes;
+    cuda_check(cub::DeviceScan::ExclusiveScan(temp, bytes, block_counts, block_starts, AddBlockCounts{}, BlockCounts{},
+                                              blocks + 1, stream),
+               "cub::DeviceScan::ExclusiveScan (SpMV block units)");
+  }
+  TileCut cut{block_counts, block_starts, blocks, tile_units, max_blocks, nullptr, nullptr, tile_start};
+  cut_tiles<<<warp_grid(chunks + 1), stride_threads, 0, stream>>>(cut, chunks, counts, nullptr);
+  launched("launch of cut_tiles (SpMV tiles, counts)");
+  {
     std::size_t bytes = temp_bytes;
     cuda_check(cub::DeviceScan::ExclusiveScan(temp, bytes, counts, at, AddCounts{}, TileCounts{}, chunks + 1, stream),
                "cub::DeviceScan::ExclusiveScan (SpMV tile counts)");
-    TileCounts sizes{};
-    BlockCounts end{};  // all units, all gathered entries
-    cuda_check(cudaMemcpyAsync(&sizes, at + chunks, sizeof(sizes), cudaMemcpyDeviceToHost, stream),
-               "cudaMemcpyAsync(SpMV tile counts)");
-    cuda_check(cudaMemcpyAsync(&end, block_starts + blocks, sizeof(end), cudaMemcpyDeviceToHost, stream),
-               "cudaMemcpyAsync(SpMV unit count)");
-    phases += ", enqueued " + std::to_string(ms(t0));  // the host's share: launches and CUB's dispatch
-    cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(SpMV tile counts)");
-    if (sizes.tiles >= (1u << 31)) throw LimitError("spmv: the plan needs more than 2^31 tiles");
-    TilePlan<V>& p = out[o];
-    p.tile_count = sizes.tiles;
-    p.split_tiles = sizes.split_tiles;
-    const std::uint64_t n_tiles = std::uint64_t{sizes.tiles} + 1, n_sums = std::uint64_t{sizes.slots} << log2d;
-    // Arrivals and sums first: one memset clears both.
-    const std::size_t zeroed = Scratch::size_of(sizes.groups, sizeof(unsigned)) + Scratch::size_of(n_sums, sizeof(V));
-    p.memory = ctx.allocate(zeroed + Scratch::size_of(n_tiles, sizeof(Tile)) + Scratch::size_of(end.units, sizeof(TileUnit)) +
-                            Scratch::size_of(end.singles, sizeof(GatherEntry)) +
-                            Scratch::size_of(sizes.groups, sizeof(SplitGroup)));
-    Carve carve(p.memory);
-    unsigned* arrivals = carve.take<unsigned>(sizes.groups);
-    V* sums = carve.take<V>(n_sums);
-    cut.tiles = carve.take<Tile>(n_tiles);
-    TileUnit* units = carve.take<TileUnit>(end.units);
-    GatherEntry* gathered = carve.take<GatherEntry>(end.singles);
-    cut.groups = carve.take<SplitGroup>(sizes.groups);
-    p.parts = TileView<V>{cut.tiles, units, cut.groups, arrivals, sums, gathered};
-    cut_tiles<<<stride_grid(chunks + 1), stride_threads, 0, stream>>>(cut, chunks, nullptr, at);
-    launched("launch of cut_tiles (SpMV tiles)");
-    const BlockStarts starts{block_counts, block_starts};
-    write_gather_units<<<stride_grid(blocks), stride_threads, 0, stream>>>(starts, tile_start, blocks, units);
-    launched("launch of write_gather_units (SpMV tiles)");
-    if (leaves > 0) {
-      write_units<V><<<stride_grid(leaves), stride_threads, 0, stream>>>(items, n, order, sorted_keys, leaf_at, starts, pool,
-                                                          tile_start, leaves, by_col, log2d,
-                                                          units, gathered);
-      launched("launch of write_units (SpMV tiles)");
-    }
-    cuda_check(cudaMemsetAsync(p.memory.get(), 0, zeroed, stream), "cudaMemsetAsync(SpMV tile arrivals and sums)");
-    phases += ", orientation " + std::to_string(o) + " " + std::to_string(ms(t0));
   }
-  cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(SpMV tiles)");  // the scratch dies on return
+  LeafTotals total{0, 0, 0, 0};
+  TileCounts sizes{};
+  BlockCounts end{};  // all units, all gathered entries
+  cuda_check(cudaMemcpyAsync(&total, totals, sizeof(total), cudaMemcpyDeviceToHost, stream),
+             "cudaMemcpyAsync(SpMV tile totals)");
+  cuda_check(cudaMemcpyAsync(&sizes, at + chunks, sizeof(sizes), cudaMemcpyDeviceToHost, stream),
+             "cudaMemcpyAsync(SpMV tile counts)");
+  cuda_check(cudaMemcpyAsync(&end, block_starts + blocks, sizeof(end), cudaMemcpyDeviceToHost, stream),
+             "cudaMemcpyAsync(SpMV unit count)");
+  cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(SpMV tile counts)");
+  std::string phases = "counted " + std::to_string(ms(t0));
+  // The fill test counts the gathered entries at 32 to a unit, as run_tile
+  // takes them (at least: a block's gathered entries share units only with
+  // those of the same output block).
+  if (total.entries < std::uint64_t{min_fill} * (total.units + (total.gathered + 31) / 32)) return false;
+  if (total.units + total.gathered >= (std::uint64_t{1} << 32))
+    throw LimitError("spmv: the plan needs more than 2^32 units");
+  if (sizes.tiles >= (1u << 31)) throw LimitError("spmv: the plan needs more than 2^31 tiles");
+
+  TilePlan<V> p;
+  p.tile_count = sizes.tiles;
+  p.split_tiles = sizes.split_tiles;
+  const std::uint64_t n_tiles = std::uint64_t{sizes.tiles} + 1, n_sums = std::uint64_t{sizes.slots} << log2d;
+  // Arrivals and sums first: one memset clears both.
+  const std::size_t zeroed = Scratch::size_of(sizes.groups, sizeof(unsigned)) + Scratch::size_of(n_sums, sizeof(V));
+  p.memory = ctx.allocate(zeroed + Scratch::size_of(n_tiles, sizeof(Tile)) + Scratch::size_of(end.units, sizeof(TileUnit)) +
+                          Scratch::size_of(end.singles, sizeof(GatherEntry)) +
+                          Scratch::size_of(sizes.groups, sizeof(SplitGroup)));
+  Carve carve(p.memory);
+  unsigned* arrivals = carve.take<unsigned>(sizes.groups);
+  V* sums = carve.take<V>(n_sums);
+  cut.tiles = carve.take<Tile>(n_tiles);
+  TileUnit* units = carve.take<TileUnit>(end.units);
+  GatherEntry* gathered = carve.take<GatherEntry>(end.singles);
+  cut.groups = carve.take<SplitGroup>(sizes.groups);
+  p.parts = TileView<V>{cut.tiles, units, cut.groups, arrivals, sums, gathered};
+  cut_tiles<<<warp_grid(chunks + 1), stride_threads, 0, stream>>>(cut, chunks, nullptr, at);
+  launched("launch of cut_tiles (SpMV tiles)");
+  const BlockStarts starts{block_counts, block_starts};
+  write_gather_units<<<stride_grid(blocks), stride_threads, 0, stream>>>(starts, tile_start, blocks, units);
+  launched("launch of write_gather_units (SpMV tiles)");
+  const auto leaves = static_cast<std::uint32_t>(total.leaves);  // the sorted items with entries come first
+  if (leaves > 0) {
+    write_units<V><<<stride_grid(leaves), stride_threads, 0, stream>>>(items, n, order, sorted_keys, leaf_at, starts,
+                                                                       pool, tile_start, leaves, by_col, log2d, units,
+                                                                       gathered);
+    launched("launch of write_units (SpMV tiles)");
+  }
+  cuda_check(cudaMemsetAsync(p.memory.get(), 0, zeroed, stream), "cudaMemsetAsync(SpMV tile arrivals and sums)");
+  // No synchronisation: the scratch goes back in stream order (or through a
+  // cudaFree, which waits), and the calls run after the writes on the stream.
+  out = std::move(p);
   if (runtime::log::enabled(runtime::log::Level::debug))
-    runtime::log::debug("spmv tiles (" + std::to_string(count) + " leaf items), ms since start: " + phases);
+    runtime::log::debug("spmv tiles of " + std::string(by_col ? "A^T" : "A") + " (" + std::to_string(count) +
+                        " leaf items), ms since start: " + phases + ", written " + std::to_string(ms(t0)));
   return true;
 }
 

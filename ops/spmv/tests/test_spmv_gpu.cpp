@@ -308,7 +308,7 @@ TEST(SpmvGpu, WideNodes) {
     const Matrix<double> host = build_wide(power_corner(0.0, 60000), 128);
     ASSERT_EQ(validate(host.content()).coow, 9u) << "every node of the corner case must be wide";
     DeviceMatrix<double> dev(host);
-    const ops::GpuSpmv<double> plan(dev);
+    const ops::GpuSpmv<double> plan(dev, ops::SpmvOptions{.orientations = ops::SpmvOptions::Orientations::both});  // the order is A^T's
     EXPECT_GT(plan.stats().wide_order_bytes, 0u);
     EXPECT_EQ(plan.stats().wide_column_runs, expected_column_runs(host));
     ops::SpmvOptions off;
@@ -329,7 +329,7 @@ TEST(SpmvGpu, WideNodes) {
     const Matrix<double> host = build_wide(c, 256);
     check_all_states(host, {}, rng, "d256 f64, largest columns");
     DeviceMatrix<double> dev(host);
-    EXPECT_EQ(ops::GpuSpmv<double>(dev).stats().wide_column_runs, expected_column_runs(host));
+    EXPECT_EQ(ops::GpuSpmv<double>(dev, ops::SpmvOptions{.orientations = ops::SpmvOptions::Orientations::both}).stats().wide_column_runs, expected_column_runs(host));
   }
 }
 
@@ -400,7 +400,9 @@ void check_riders(std::uint32_t node_size, std::mt19937_64& rng) {
   EXPECT_EQ(ops::GpuSpmv<V>(dev, ops::SpmvOptions{.tiles = ops::SpmvOptions::Tiles::never}).stats().riders[0], 0u) << "d " << node_size;
   // Riders exist only in the leaf bins: with output tiles a block's small
   // leaves are summed with its large ones anyway.
-  ops::GpuSpmv<V> plan(dev, ops::SpmvOptions{.riders = ops::SpmvOptions::Riders::always, .tiles = ops::SpmvOptions::Tiles::never});
+  ops::GpuSpmv<V> plan(dev, ops::SpmvOptions{.riders = ops::SpmvOptions::Riders::always,
+                                             .tiles = ops::SpmvOptions::Tiles::never,
+                                             .orientations = ops::SpmvOptions::Orientations::both});
   EXPECT_GT(plan.stats().riders[0], 0u) << "d " << node_size;
   EXPECT_GT(plan.stats().riders[1], 0u) << "d " << node_size;
   EXPECT_LT(plan.stats().riders[0], plan.stats().leaves[1]) << "every small leaf rode, d " << node_size;
@@ -446,7 +448,8 @@ TEST(SpmvGpu, OutputTiles) {
     const ops::SpmvOptions always{.tiles = ops::SpmvOptions::Tiles::always};
     {
       DeviceMatrix<double> dev(host);
-      const ops::GpuSpmv<double> plan(dev, always);
+      const ops::GpuSpmv<double> plan(
+          dev, ops::SpmvOptions{.tiles = always.tiles, .orientations = ops::SpmvOptions::Orientations::both});
       for (int o = 0; o < 2; ++o) {
         EXPECT_GT(plan.stats().tiles[o], 0u) << what;
         EXPECT_GT(plan.stats().split_tiles[o], 1u) << what << ": the full line must be split";
@@ -472,6 +475,114 @@ TEST(SpmvGpu, OutputTiles) {
   DeviceMatrix<float> scattered(build_standard(random_coo<float>(200000, 200000, 100000, rng), 128));
   const ops::GpuSpmv<float> sparse_plan(scattered);
   EXPECT_EQ(sparse_plan.stats().tiles[0] + sparse_plan.stats().tiles[1], 0u) << "one-entry leaves stay in the bins";
+}
+
+// What a plan prepares (SpmvOptions::orientations): by default the part for
+// op(A) as A is at construction, the other at the first call that needs it
+// (the same statistics as a plan that prepared both at once); a call that
+// would prepare inside a stream capture is refused with the capture intact,
+// and once prepared the orientation captures into a graph. Tiles (a band),
+// riders and bins (the circuit-like matrix, tiles off), wide nodes with the
+// column order, and a real matrix.
+TEST(SpmvGpu, PlanOrientations) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  using O = ops::SpmvOptions;
+  Coo<double> band{30000, 20000, {}, {}, {}};
+  for (index_t r = 0; r < 20000; ++r)
+    for (index_t k = r > 3 ? r - 3 : 0; k < std::min<index_t>(r + 4, 20000); ++k) band.push(r, k, random_value<double>(rng));
+  struct Case {
+    std::string what;
+    Matrix<double> host;
+    O opt;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"band, tiles", build_standard(band, 32), O{.tiles = O::Tiles::always}});
+  cases.push_back({"circuit-like, riders", build_standard(circuit_like<double>(rng), 32),
+                   O{.riders = O::Riders::always, .tiles = O::Tiles::never}});
+  cases.push_back({"wide nodes, column order", build_wide(random_coo<double>(40000, 40000, 80000, rng), 128), O{}});
+  const fs::path real = matrices_dir() / "bcsstk13.mtx";
+  if (fs::exists(real)) cases.push_back({"bcsstk13", build_matrix(read_matrix_market<double>(real)), O{}});
+  for (auto& [what, host, opt] : cases) {
+    SCOPED_TRACE(what);
+    DeviceMatrix<double> dev(host);
+    ops::GpuSpmv<double> plan(dev, opt);
+    EXPECT_TRUE(plan.stats().prepared[0]);
+    EXPECT_FALSE(plan.stats().prepared[1]);
+    EXPECT_EQ(plan.stats().tiles[1] + plan.stats().tile_bytes[1] + plan.stats().riders[1] +
+                  plan.stats().wide_order_bytes,
+              0u)
+        << "nothing of A^T's part before a call needs it";
+    const double built_ms = plan.stats().traversal_ms;
+    check<double>(host, plan, dev, 1.0, 0.0, rng, what);
+    dev.transpose();
+    check<double>(host, plan, dev, 2.0, 0.5, rng, what + ", A^T prepared by the call");
+    EXPECT_TRUE(plan.stats().prepared[1]);
+    EXPECT_GT(plan.stats().traversal_ms, built_ms);
+    check<double>(host, plan, dev, 1.0, 0.0, rng, what + ", A^T again");
+    dev.transpose();
+    check<double>(host, plan, dev, 1.0, 0.0, rng, what + ", A after A^T");
+    O at_once = opt;
+    at_once.orientations = O::Orientations::both;
+    const ops::GpuSpmv<double> both(dev, at_once);
+    EXPECT_TRUE(both.stats().prepared[0] && both.stats().prepared[1]);
+    EXPECT_EQ(both.stats().tiles, plan.stats().tiles);
+    EXPECT_EQ(both.stats().split_tiles, plan.stats().split_tiles);
+    EXPECT_EQ(both.stats().tile_bytes, plan.stats().tile_bytes);
+    EXPECT_EQ(both.stats().riders, plan.stats().riders);
+    EXPECT_EQ(both.stats().wide_order_bytes, plan.stats().wide_order_bytes);
+    EXPECT_EQ(both.stats().wide_column_runs, plan.stats().wide_column_runs);
+    if (what != "bcsstk13") EXPECT_GT(plan.stats().tiles[1] + plan.stats().riders[1] + plan.stats().wide_order_bytes, 0u);
+    // Transposed at construction: A^T's part first.
+    dev.transpose();
+    ops::GpuSpmv<double> from_t(dev, opt);
+    EXPECT_FALSE(from_t.stats().prepared[0]);
+    EXPECT_TRUE(from_t.stats().prepared[1]);
+    check<double>(host, from_t, dev, 1.0, 0.0, rng, what + ", built on A^T");
+    dev.transpose();
+    check<double>(host, from_t, dev, -1.0, 1.0, rng, what + ", then A");
+  }
+
+  // Stream capture: refused where the call would prepare, then captured.
+  const Matrix<float> host = build_matrix(random_coo<float>(4000, 3000, 30000, rng), 32);
+  DeviceMatrix<float> dev(host);
+  cudaStream_t stream = nullptr;
+  cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  {
+    ops::GpuSpmv<float> plan(dev, {}, stream);
+    dev.transpose();
+    const Matrix<float> at = host.transpose();
+    std::vector<float> x(at.cols()), ref(at.rows(), 0.0f);
+    for (auto& v : x) v = random_value<float>(rng);
+    ops::spmv_reference<float>(at, x, ref);
+    DeviceVector<float> dx(x), dy(std::vector<float>(at.rows(), 0.0f));
+    cudaGraph_t graph = nullptr;
+    cuda_check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+    EXPECT_THROW(plan(dx.ptr(), dy.ptr()), Error) << "a call that would prepare A^T inside a capture";
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    cuda_check(cudaStreamIsCapturing(stream, &status), "cudaStreamIsCapturing");
+    EXPECT_EQ(status, cudaStreamCaptureStatusActive) << "the refusal must leave the capture intact";
+    cuda_check(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+    if (graph != nullptr) cuda_check(cudaGraphDestroy(graph), "cudaGraphDestroy");
+    EXPECT_FALSE(plan.stats().prepared[1]);
+    plan(dx.ptr(), dy.ptr());  // prepares A^T
+    cuda_check(cudaMemsetAsync(dy.ptr(), 0xFF, at.rows() * sizeof(float), stream), "poison y");
+    cuda_check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+    plan(dx.ptr(), dy.ptr());
+    cuda_check(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+    cudaGraphExec_t exec = nullptr;
+    cuda_check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+    cuda_check(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
+    cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    cuda_check(cudaGraphExecDestroy(exec), "cudaGraphExecDestroy");
+    cuda_check(cudaGraphDestroy(graph), "cudaGraphDestroy");
+    const auto got = dy.get();
+    const auto mag = magnitude(at, x, std::vector<float>(at.rows(), 0.0f), 1.0f, 0.0f);
+    for (std::size_t i = 0; i < got.size(); ++i)
+      ASSERT_NEAR(double(got[i]), double(ref[i]), 1e-5 * (mag[i] + 1e-30) + 1e-30) << "graph, row " << i;
+  }
+  cuda_check(cudaStreamDestroy(stream), "cudaStreamDestroy");
 }
 
 // Vectors that do not start on a 16-byte boundary (a user's y + 1): the

@@ -64,17 +64,29 @@ struct SpmvOptions {
   // traversal that needs more stops with runtime::QueueOverflow, and A, y and
   // the device stay usable.
   std::uint32_t queue_capacity = 0;
+  // With the reused traversal: what the plan prepares when it is built.
+  // current: the part for op(A) as A is then (A, or A^T when A is
+  // transposed); the first call in the other orientation prepares that part
+  // (it synchronises the stream and allocates; inside a stream capture it
+  // throws instead). A plan used in one orientation (CG, PageRank) pays half
+  // (perf-log R8). both: A's and A^T's parts at once, for a plan that is
+  // captured into graphs in both orientations (BiCG, LSQR).
+  enum class Orientations { current, both };
+  Orientations orientations = Orientations::current;
 };
 
 struct SpmvPlanStats {
   std::array<std::uint64_t, 5> leaves{};  // items: COO1, small (<= 32), large, dense (1024-cell chunks), wide (128-entry chunks)
+  std::array<bool, 2> prepared{};          // the plan's parts for A and A^T built (SpmvOptions::orientations); the
+                                           // per-orientation fields below stay 0 until their part is
   std::array<std::uint64_t, 2> riders{};   // small leaves summed with a large leaf of their output block: A, A^T
   std::uint64_t wide_order_bytes = 0;      // device memory of the wide nodes' column order (0: none)
   std::uint64_t wide_column_runs = 0;      // its runs of equal columns per 4096-entry chunk: SpMV^T's atomics before the warp merge
   std::array<std::uint64_t, 2> tiles{};       // output tiles of A and A^T (0: not used)
   std::array<std::uint64_t, 2> split_tiles{};  // of those, tiles that share their output block with others
   std::array<std::uint64_t, 2> tile_bytes{};  // their device memory (units, tiles), read by every call in that orientation
-  double traversal_ms = 0;                 // plan building (the leaf walk, tiles or riders, the wide order), host clock
+  double traversal_ms = 0;                 // plan building (the leaf walk, tiles or riders, the wide order; a part
+                                           // prepared by a later call adds its time), host clock
   std::uint32_t traversal_reruns = 0;      // calls without a plan run again with the full queue capacity (a queue ran full); 0 for plans
   std::uint64_t runs = 0;
 };
@@ -83,15 +95,18 @@ template <class V>
 class GpuSpmv {
  public:
   // Keeps a reference to `a`: it must outlive the plan; its state (transpose,
-  // scale) is read at every call, so transposing needs no new plan.
+  // scale) is read at every call, so transposing needs no new plan (the
+  // first call after it prepares the other orientation's part, unless the
+  // plan was built with SpmvOptions::orientations = both).
   explicit GpuSpmv(const DeviceMatrix<V>& a, SpmvOptions options = {}, cudaStream_t stream = nullptr);
   // On a context (which must outlive the plan): the plan's memory comes from
   // its allocator (work memory: Context::allocate_work), traversals of calls
   // without a plan run on its cached runtime (kept for the next call), calls
   // run on its stream as it was at construction.
   // Building synchronises the stream (the leaf counts and tile sizes are
-  // read on the host); with the reused traversal every call is then
-  // asynchronous, allocates nothing and can be captured into a CUDA graph.
+  // read on the host); with the reused traversal every call in a prepared
+  // orientation is then asynchronous, allocates nothing and can be captured
+  // into a CUDA graph.
   // Without it every call is a runtime run, which waits for its end.
   GpuSpmv(Context& ctx, const DeviceMatrix<V>& a, SpmvOptions options = {});
   ~GpuSpmv();
