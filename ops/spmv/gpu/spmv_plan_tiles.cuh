@@ -15,9 +15,10 @@
 //    several tiles. The cut is greedy inside runs of `chunk_blocks` output
 //    blocks, a warp per run (counted, scanned, then written), so a tile
 //    never spans two runs.
-// Steps 1 and 2 and the cut's counting run back to back; one download (the
-// totals and the sizes) then sizes the plan's allocation, and the writing
-// follows without another synchronisation.
+// Steps 1 and 2 and the cut's counting run back to back (the fill test's
+// totals read first where the test may fail); one download then sizes the
+// plan's allocation, and the writing follows without another
+// synchronisation.
 // Nothing is planned on the host: the Laplacian 4096^2's 650 k leaves took
 // 120-170 ms there (perf-log R4 i).
 #include <cub/device/device_radix_sort.cuh>
@@ -128,12 +129,29 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
   cuda_check(cudaMemsetAsync(totals, 0, sizeof(LeafTotals), stream), "cudaMemsetAsync(SpMV tile totals)");
   cuda_check(cudaMemsetAsync(big, 0, per_blocks + (std::uint64_t{blocks} + 1) * u32, stream),
              "cudaMemsetAsync(SpMV block units)");
-  // The items without entries (a large or dense leaf's later chunks) sort
-  // last and count for nothing in the leaf scans: those run over all items.
   if (n_items > 0) {
     leaf_counts<<<stride_grid(n_items, 1024), stride_threads, 0, stream>>>(
         items, n_items, static_cast<std::uint32_t>(first_chunked), pool, log2d, n, totals);
     launched("launch of leaf_counts (SpMV tiles)");
+  }
+  LeafTotals total{0, 0, 0, 0};
+  std::string phases;
+  if (min_fill > 0) {
+    // A test that may fail is read first: on a scattered standard-format
+    // matrix (tens of millions of one-entry leaves) the sort and scans below
+    // would cost milliseconds for a plan without tiles. It counts the
+    // gathered entries at 32 to a unit, as run_tile takes them (at least: a
+    // block's gathered entries share units only with those of the same
+    // output block).
+    cuda_check(cudaMemcpyAsync(&total, totals, sizeof(total), cudaMemcpyDeviceToHost, stream),
+               "cudaMemcpyAsync(SpMV tile totals)");
+    cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(SpMV tile totals)");
+    phases = "fill test " + std::to_string(ms(t0)) + ", ";
+    if (total.entries < std::uint64_t{min_fill} * (total.units + (total.gathered + 31) / 32)) return false;
+  }
+  // The items without entries (a large or dense leaf's later chunks) sort
+  // last and count for nothing in the leaf scans: those run over all items.
+  if (n_items > 0) {
     block_keys<<<stride_grid(n_items), stride_threads, 0, stream>>>(items, n, n_items, by_col, blocks, keys, index, big,
                                                                     singles);
     launched("launch of block_keys (SpMV tiles)");
@@ -162,7 +180,6 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
     cuda_check(cub::DeviceScan::ExclusiveScan(temp, bytes, counts, at, AddCounts{}, TileCounts{}, chunks + 1, stream),
                "cub::DeviceScan::ExclusiveScan (SpMV tile counts)");
   }
-  LeafTotals total{0, 0, 0, 0};
   TileCounts sizes{};
   BlockCounts end{};  // all units, all gathered entries
   cuda_check(cudaMemcpyAsync(&total, totals, sizeof(total), cudaMemcpyDeviceToHost, stream),
@@ -172,11 +189,7 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
   cuda_check(cudaMemcpyAsync(&end, block_starts + blocks, sizeof(end), cudaMemcpyDeviceToHost, stream),
              "cudaMemcpyAsync(SpMV unit count)");
   cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(SpMV tile counts)");
-  std::string phases = "counted " + std::to_string(ms(t0));
-  // The fill test counts the gathered entries at 32 to a unit, as run_tile
-  // takes them (at least: a block's gathered entries share units only with
-  // those of the same output block).
-  if (total.entries < std::uint64_t{min_fill} * (total.units + (total.gathered + 31) / 32)) return false;
+  phases += "counted " + std::to_string(ms(t0));
   if (total.units + total.gathered >= (std::uint64_t{1} << 32))
     throw LimitError("spmv: the plan needs more than 2^32 units");
   if (sizes.tiles >= (1u << 31)) throw LimitError("spmv: the plan needs more than 2^31 tiles");
