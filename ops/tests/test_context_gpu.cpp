@@ -387,6 +387,39 @@ TEST(ContextGpu, CapturedPlanReplaysLikeDirectCalls) {
   cuda_check(cudaStreamDestroy(s), "cudaStreamDestroy");
 }
 
+// A plan runs its calls on the stream its context had when it was built; the
+// part for A^T, prepared by the first transposed call, goes there too (and
+// its memory returns there), even after the context has moved to another
+// stream.
+TEST(ContextGpu, PlanPreparesOnItsOwnStream) {
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  cudaStream_t s1 = nullptr, s2 = nullptr;
+  cuda_check(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking), "cudaStreamCreate");
+  cuda_check(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking), "cudaStreamCreate");
+  {
+    ops::Context ctx(s1);
+    Coo<float> band{20000, 20000, {}, {}, {}};
+    for (index_t r = 0; r < 20000; ++r)
+      for (index_t k = r > 2 ? r - 2 : 0; k < std::min<index_t>(r + 3, 20000); ++k) band.push(r, k, random_value<float>(rng));
+    const Matrix<float> host = build_matrix(band, 32);
+    DeviceMatrix<float> a(host);
+    ops::GpuSpmv<float> plan(ctx, a);
+    ctx.set_stream(s2);
+    a.transpose();
+    const Matrix<float> ha = host.with_state(true, 1.0f);
+    const std::vector<float> x = random_vector<float>(ha.cols(), rng), y0 = random_vector<float>(ha.rows(), rng);
+    DeviceBytes dx = upload(x), dy = upload(y0);
+    plan(dx.as<float>(), dy.as<float>(), 2.0f, 0.5f);  // prepares A^T's part on s1
+    EXPECT_TRUE(plan.stats().prepared[1]);
+    cuda_check(cudaStreamSynchronize(s1), "spmv on the plan's stream");
+    expect_spmv(ha, x, y0, 2.0f, 0.5f, download<float>(dy, ha.rows()), "A^T prepared after set_stream");
+  }
+  cuda_check(cudaStreamDestroy(s2), "cudaStreamDestroy");
+  cuda_check(cudaStreamDestroy(s1), "cudaStreamDestroy");
+}
+
 // The cached runtimes grow with the matrices, are released on request and
 // with a change of stream, and a bad call leaves the context usable.
 TEST(ContextGpu, CachedStateGrowsIsReleasedAndSurvivesErrors) {

@@ -323,13 +323,14 @@ struct GpuSpmv<V>::Impl {
     if (runtime::log::enabled(runtime::log::Level::debug))
       runtime::log::debug("spmv plan: leaves listed in " + std::to_string(ms(t0, t_listed)) + " ms");
     const int now = a->transposed() ? 1 : 0;
-    prepare(now);
-    if (options.orientations == SpmvOptions::Orientations::both) prepare(1 - now);
+    prepare(now, *ctx);
+    if (options.orientations == SpmvOptions::Orientations::both) prepare(1 - now, *ctx);
   }
 
-  // A's (o = 0) or A^T's (o = 1) part of the plan. A failure leaves it
-  // unprepared (the next call in that orientation tries again).
-  void prepare(int o) {
+  // A's (o = 0) or A^T's (o = 1) part of the plan, on `c`'s stream (the
+  // plan's) with memory from its allocator. A failure leaves it unprepared
+  // (the next call in that orientation tries again).
+  void prepare(int o, const Context& c) {
     const auto t0 = std::chrono::steady_clock::now();
     const Shape& shape = a->shape();
     if (use_tiles) {
@@ -337,7 +338,7 @@ struct GpuSpmv<V>::Impl {
                                      plan.count[bin_dense];
       // The fill test does not depend on the orientation: it decides for both.
       use_tiles = plan_tiles<V>(a->pool(), plan.items[bin_one], standard, plan.count[bin_one] + plan.count[bin_small],
-                                shape.rows, shape.cols, shape.log2_node_size, tile_units, min_fill, o, *ctx, tiles[o]);
+                                shape.rows, shape.cols, shape.log2_node_size, tile_units, min_fill, o, c, tiles[o]);
     }
     if (use_tiles) {
       oriented[o] = plan;  // the wide bin's blocks
@@ -345,11 +346,11 @@ struct GpuSpmv<V>::Impl {
       stats.split_tiles[o] = tiles[o].split_tiles;
       stats.tile_bytes[o] = tiles[o].bytes();
     } else {
-      orient(o);
+      orient(o, c);
     }
     const auto t_oriented = std::chrono::steady_clock::now();
     if (o == 1 && options.wide_column_order && wide_block_count > 0) {
-      wide_order = plan_wide_order(a->pool(), wide_blocks, wide_block_count, shape.log2_node_size, *ctx);
+      wide_order = plan_wide_order(a->pool(), wide_blocks, wide_block_count, shape.log2_node_size, c);
       stats.wide_order_bytes = wide_order.bytes();
       stats.wide_column_runs = wide_order.column_runs;
     }
@@ -367,7 +368,10 @@ struct GpuSpmv<V>::Impl {
 
   // A call in an orientation the plan has not prepared (Orientations::
   // current): prepared now, outside a stream capture only (preparing
-  // synchronises the stream, which a capture cannot record).
+  // synchronises the stream, which a capture cannot record), on the plan's
+  // stream, where its calls run and its memory must return: the context's
+  // may have moved since (Context::set_stream), and then a context of the
+  // plan's stream with the same allocator serves.
   void prepare_for_call(int o) {
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     cuda_check(cudaStreamIsCapturing(stream, &capture), "cudaStreamIsCapturing(spmv)");
@@ -375,13 +379,18 @@ struct GpuSpmv<V>::Impl {
       throw Error(std::string("spmv: the plan has no part for op(A) = ") + (o == 1 ? "A^T" : "A") +
                   " yet, and preparing it synchronises the stream, which is being captured: build the plan with "
                   "SpmvOptions::orientations = both, or make one call in this orientation before the capture");
-    prepare(o);
+    if (ctx->stream() == stream) {
+      prepare(o, *ctx);
+      return;
+    }
+    const Context on_plan_stream(stream, ctx->allocator());
+    prepare(o, on_plan_stream);
   }
 
   // The plan for A (o = 0) or A^T (o = 1): riders of each output block's
   // large leaf split off the small bin (spmv_plan_riders.cuh), the block
   // ranges of the bins after the small one moved to its new length.
-  void orient(int o) {
+  void orient(int o, const Context& c) {
     PlanBins& p = oriented[o];
     p = plan;
     const std::uint64_t n_small = plan.count[bin_small], n_large = plan.count[bin_large];
@@ -394,7 +403,7 @@ struct GpuSpmv<V>::Impl {
     const std::uint64_t extent = o == 0 ? shape.rows : shape.cols;
     const std::uint64_t blocks = (extent + shape.node_size() - 1) >> shape.log2_node_size;
     riders[o] = plan_riders(a->pool(), plan.items[bin_small], n_small, plan.items[bin_large], n_large, o == 1, blocks,
-                            *ctx);
+                            c);
     // The riders' instance of run_plan spills more under the same register
     // bound, which every item pays: worth it only where riders carry a fair
     // share of the products (the circuit: 20%; the 27-point stencil: 0.006%,
