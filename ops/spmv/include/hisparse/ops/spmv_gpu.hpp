@@ -67,9 +67,9 @@ struct SpmvOptions {
   // With the reused traversal: what the plan prepares when it is built.
   // current: the part for op(A) as A is then (A, or A^T when A is
   // transposed); the first call in the other orientation prepares that part
-  // (it synchronises the stream and allocates; inside a stream capture it
-  // throws instead). A plan used in one orientation (CG, PageRank) pays half
-  // (perf-log R8). both: A's and A^T's parts at once, for a plan that is
+  // (on the plan's stream, where its calls run: it synchronises that stream
+  // and allocates; inside a stream capture it throws instead). A plan used
+  // in one orientation (CG, PageRank) pays half (perf-log R8). both: A's and A^T's parts at once, for a plan that is
   // captured into graphs in both orientations (BiCG, LSQR).
   enum class Orientations { current, both };
   Orientations orientations = Orientations::current;
