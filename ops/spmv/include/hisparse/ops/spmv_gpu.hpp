@@ -69,8 +69,9 @@ struct SpmvOptions {
   // transposed); the first call in the other orientation prepares that part
   // (on the plan's stream, where its calls run: it synchronises that stream
   // and allocates; inside a stream capture it throws instead). A plan used
-  // in one orientation (CG, PageRank) pays half (perf-log R8). both: A's and A^T's parts at once, for a plan that is
-  // captured into graphs in both orientations (BiCG, LSQR).
+  // in one orientation (CG, PageRank) pays half (perf-log R8). both: A's
+  // and A^T's parts at once, for a plan that is captured into graphs in both
+  // orientations (BiCG, LSQR).
   enum class Orientations { current, both };
   Orientations orientations = Orientations::current;
 };
