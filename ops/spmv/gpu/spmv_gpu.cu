@@ -218,7 +218,6 @@ struct GpuSpmv<V>::Impl {
   TilePlan<V> tiles[2];         // the standard leaves by output tiles, for A and A^T; unused when !use_tiles
   bool use_tiles = false;
   std::uint32_t tile_units = 1, min_fill = 0;
-  bool prepared[2] = {false, false};  // A's and A^T's part of the plan built (oriented, riders or tiles, wide order)
   SpmvPlanStats stats;
   // Entries per large-leaf item: about nnz / (32 warps per SM), at least 128
   // (one step of a warp): a matrix with few, big leaves (bcsstk13: 123 leaves
@@ -336,9 +335,11 @@ struct GpuSpmv<V>::Impl {
     if (use_tiles) {
       const std::uint64_t standard = plan.count[bin_one] + plan.count[bin_small] + plan.count[bin_large] +
                                      plan.count[bin_dense];
-      // The fill test does not depend on the orientation: it decides for both.
+      // The fill test does not depend on the orientation: once passed for
+      // one, the other's planning skips it (and its synchronisation).
+      const std::uint32_t fill = stats.prepared[1 - o] ? 0u : min_fill;
       use_tiles = plan_tiles<V>(a->pool(), plan.items[bin_one], standard, plan.count[bin_one] + plan.count[bin_small],
-                                shape.rows, shape.cols, shape.log2_node_size, tile_units, min_fill, o, c, tiles[o]);
+                                shape.rows, shape.cols, shape.log2_node_size, tile_units, fill, o, c, tiles[o]);
     }
     if (use_tiles) {
       oriented[o] = plan;  // the wide bin's blocks
@@ -354,7 +355,6 @@ struct GpuSpmv<V>::Impl {
       stats.wide_order_bytes = wide_order.bytes();
       stats.wide_column_runs = wide_order.column_runs;
     }
-    prepared[o] = true;
     stats.prepared[o] = true;
     const auto t_end = std::chrono::steady_clock::now();
     const auto ms = [](auto from, auto to) { return std::chrono::duration<double, std::milli>(to - from).count(); };
@@ -427,7 +427,7 @@ struct GpuSpmv<V>::Impl {
     if ((rows > 0 && y == nullptr) || (a->cols() > 0 && x == nullptr))
       throw Error("spmv: x and y must be device pointers to op(A).cols() and op(A).rows() values, not null");
     const int o = a->transposed() ? 1 : 0;
-    if (options.reuse_traversal && !prepared[o]) prepare_for_call(o);
+    if (options.reuse_traversal && !stats.prepared[o]) prepare_for_call(o);
     const bool tiled = use_tiles && options.reuse_traversal && a->root() != null_ref && alpha != V(0);
     // A traversal on reduced queues may have to run again: y as it was.
     const bool save_y = !options.reuse_traversal && share != 1 && beta != V(0) && rows > 0 &&

@@ -182,8 +182,9 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
   }
   TileCounts sizes{};
   BlockCounts end{};  // all units, all gathered entries
-  cuda_check(cudaMemcpyAsync(&total, totals, sizeof(total), cudaMemcpyDeviceToHost, stream),
-             "cudaMemcpyAsync(SpMV tile totals)");
+  if (min_fill == 0)  // not read yet
+    cuda_check(cudaMemcpyAsync(&total, totals, sizeof(total), cudaMemcpyDeviceToHost, stream),
+               "cudaMemcpyAsync(SpMV tile totals)");
   cuda_check(cudaMemcpyAsync(&sizes, at + chunks, sizeof(sizes), cudaMemcpyDeviceToHost, stream),
              "cudaMemcpyAsync(SpMV tile counts)");
   cuda_check(cudaMemcpyAsync(&end, block_starts + blocks, sizeof(end), cudaMemcpyDeviceToHost, stream),

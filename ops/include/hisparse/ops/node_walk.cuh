@@ -48,6 +48,12 @@ inline NodeSplit node_split(std::uint64_t nodes, std::uint32_t log2d) {
   return {cells / split_length, split_length};
 }
 
+// The end of a segment [begin, begin + length) of `total` cells or entries
+// (begin when it starts past them).
+__device__ inline std::uint32_t segment_end(std::uint32_t total, std::uint32_t begin, std::uint32_t length) {
+  return begin + (total > begin ? min(total - begin, length) : 0u);
+}
+
 // The children of inner node `r` (dense: its present cells; sparse: its
 // entries) among its cells or entries [begin, begin + length). Warp-
 // collective (a converged warp, `lane` its lane); every lane gets the count.
@@ -55,10 +61,9 @@ __device__ inline std::uint32_t warp_child_count(const std::byte* pool, NodeRef 
                                                  std::uint32_t lane, std::uint32_t begin = 0,
                                                  std::uint32_t length = ~0u) {
   if (ref_type(r) != NodeType::dense) {
-    const std::uint32_t n = *reinterpret_cast<const std::uint32_t*>(pool + ref_offset(r));
-    return n > begin ? min(n - begin, length) : 0u;
+    return segment_end(*reinterpret_cast<const std::uint32_t*>(pool + ref_offset(r)), begin, length) - begin;
   }
-  const std::uint32_t cells = 1u << (2 * log2d), end = begin + min(cells - min(begin, cells), length);
+  const std::uint32_t end = segment_end(1u << (2 * log2d), begin, length);
   const auto* refs = reinterpret_cast<const NodeRef*>(pool + ref_offset(r));
   std::uint32_t c = 0;
 #pragma unroll 8
@@ -77,7 +82,7 @@ __device__ inline void warp_for_each_child(const std::byte* pool, NodeRef r, std
   if (ref_type(r) == NodeType::dense) {
     // Present cells keep their order: a ballot per 32 cells places them.
     const std::uint32_t cells = 1u << (2 * b), below = (1u << lane) - 1;
-    const std::uint32_t end = begin + min(cells - min(begin, cells), length);
+    const std::uint32_t end = segment_end(cells, begin, length);
     const auto* refs = reinterpret_cast<const NodeRef*>(pool + ref_offset(r));
     std::uint32_t k = 0;
     for (std::uint32_t base = begin; base < end; base += 32) {
@@ -93,7 +98,7 @@ __device__ inline void warp_for_each_child(const std::byte* pool, NodeRef r, std
   const CooLayout l = coo_layout(ref_type(r), n, sizeof(NodeRef));
   const auto* coords = reinterpret_cast<const LocalCoord*>(pool + ref_offset(r) + l.coord_offset);
   const auto* refs = reinterpret_cast<const NodeRef*>(pool + ref_offset(r) + l.value_offset);
-  const std::uint32_t end = begin + (n > begin ? min(n - begin, length) : 0u);
+  const std::uint32_t end = segment_end(n, begin, length);
   for (std::uint32_t i = begin + lane; i < end; i += 32)
     emit(i - begin, refs[i], std::uint32_t{coords[i].row}, std::uint32_t{coords[i].col});
 }
