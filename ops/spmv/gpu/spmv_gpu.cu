@@ -24,7 +24,7 @@ using namespace spmv_gpu;
 
 template <class V>
 using SpmvSetup = runtime::QueueSetup<256, runtime::ProcedureQueues<InnerProcedure<V>>,
-                                  runtime::ProcedureQueues<LeafOne<V>>, runtime::ProcedureQueues<LeafSmall<V>>,
+                                  runtime::ProcedureQueues<LeafParentProcedure<V>>,
                                   runtime::ProcedureQueues<LeafLarge<V>>, runtime::ProcedureQueues<LeafDense<V>>,
                                   runtime::ProcedureQueues<LeafWide<V>>>;
 

@@ -166,40 +166,7 @@ __device__ inline void add_unit(const TileUnit& u, std::uint32_t lane, const Spm
     }
     return;
   }
-  // A: rows are sorted, and the lane sums its runs of equal rows. Only its
-  // first run can share a row with another lane's run (the previous lane's
-  // last, or more lanes' first runs where a row spans lanes), so the other
-  // runs are added by a plain read-add-write and the first runs then by
-  // atomics, which rarely meet. A float shared atomicAdd is a compare-and-
-  // swap loop on sm_90 (ATOMS.CAST.SPIN): with every run added that way it
-  // retried 2.8 times a unit on the Laplacian (perf-log 20). The barriers
-  // order these plain adds after the previous unit's and before the next's.
-  __syncwarp();
-  const std::uint32_t head_row = words[0] & 0xFFu;
-  std::uint32_t row = head_row;
-  V head_sum = V(0), sum = V(0);
-  bool in_head = true;
-#pragma unroll
-  for (std::uint32_t j = 0; j < 4; ++j) {
-    if (j < m) {
-      const std::uint32_t w = words[j / 2] >> (16 * (j % 2));
-      const std::uint32_t r = w & 0xFFu;
-      if (r != row) {
-        if (in_head) head_sum = sum;
-        else out[row] += sum;
-        in_head = false;
-        row = r;
-        sum = V(0);
-      }
-      sum += a[j] * x[(w >> 8) & 0xFFu];
-    }
-  }
-  if (m > 0) {
-    if (in_head) head_sum = sum;
-    else out[row] += sum;
-  }
-  __syncwarp();
-  if (m > 0) atomicAdd(out + head_row, head_sum);
+  coo4_rows_to_acc(words, a, m, x, out);
 }
 
 // y[o] = k * acc + beta * y[o] for a tile's outputs o (beta == 0 overwrites:

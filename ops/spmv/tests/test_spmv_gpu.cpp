@@ -155,18 +155,27 @@ TEST(SpmvGpu, EveryControllerWithAndWithoutPlan) {
 }
 
 // The runtime starts with a sixteenth of the queue capacity that never
-// overflows. Scattered one-entry leaves under the host loop (a whole level
-// enqueued before the next runs) overflow it: a call without a plan runs
-// again with the full capacity and the result is right. A plan lists its
-// leaves without the runtime: no rerun, and it keeps its lists, not queues
-// (at the full capacity about 28 bytes per 16-byte pool slot in each of six
-// queues: ten times the pool).
+// overflows. Scattered one-entry leaves, nearly each under a leaf-parent of
+// its own (2^18 leaf-parent blocks for 400 k entries), overflow it under the
+// host loop (a whole level enqueued before the next runs): a call without a
+// plan runs again with the full capacity and the result is right. A plan
+// lists its leaves without the runtime: no rerun, and it keeps its lists,
+// not queues (at the full capacity about 28 bytes per 16-byte pool slot in
+// each of five queues: eight times the pool).
 TEST(SpmvGpu, QueuesGrowWhenFullAndPlansKeepNone) {
   const auto seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
   std::mt19937_64 rng(seed);
-  const Matrix<float> host = build_standard(random_coo<float>(1u << 22, 1u << 22, 400000, rng), 128);
+  const Matrix<float> host = build_standard(random_coo<float>(1u << 23, 1u << 23, 400000, rng), 128);
   DeviceMatrix<float> dev(host);
+  {
+    // The plan's kernels loaded first (lazy module loading takes device
+    // memory on a kernel's first launch, which is not the plan's).
+    const Matrix<float> warm = build_standard(random_coo<float>(1000, 1000, 5000, rng), 16);
+    DeviceMatrix<float> dwarm(warm);
+    ops::GpuSpmv<float> p(dwarm, ops::SpmvOptions{.orientations = ops::SpmvOptions::Orientations::both});
+    check<float>(warm, p, dwarm, 1.0f, 0.0f, rng, "warm-up");
+  }
   std::size_t free_before = 0, free_after = 0, total = 0;
   cuda_check(cudaDeviceSynchronize(), "sync");
   cuda_check(cudaMemGetInfo(&free_before, &total), "cudaMemGetInfo");
@@ -362,6 +371,82 @@ TEST(SpmvGpu, ExtremeShapes) {
     for (int k = 0; k < 20000; ++k) strip.push(rng() % 128, rng() % 400000, random_value<float>(rng));
     check_all_states(build_matrix(strip), opt, rng, "block row of small leaves");
     check_all_states(build_matrix(random_coo<float>(100000, 3, 5000, rng), 2), opt, rng, "tall d2");
+  }
+}
+
+// The one-shot traversal's leaf-parent items (LeafParentProcedure): a 2D
+// Laplacian's block rows (leaves of one entry summed by their lane, of 16
+// to 46 entries by the warp into one accumulator per block row, over several
+// parts of 32 children), dense leaves and leaves larger than a chunk handed
+// to their bins from a leaf-parent, trees of one level (the root a small,
+// large or dense leaf) and of two (the root a leaf-parent), node sizes 2 and
+// 256, under every controller, N and T.
+TEST(SpmvGpu, LeafParentPaths) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  auto laplacian = [&](index_t g) {
+    Coo<double> m{g * g, g * g, {}, {}, {}};
+    for (index_t i = 0; i < g; ++i)
+      for (index_t j = 0; j < g; ++j) {
+        const index_t r = i * g + j;
+        m.push(r, r, 4.0 + random_value<double>(rng));
+        if (j > 0) m.push(r, r - 1, random_value<double>(rng));
+        if (j + 1 < g) m.push(r, r + 1, random_value<double>(rng));
+        if (i > 0) m.push(r, r - g, random_value<double>(rng));
+        if (i + 1 < g) m.push(r, r + g, random_value<double>(rng));
+      }
+    return m;
+  };
+  // The Laplacian with, beside its band, a full 16 x 16 block (a dense leaf
+  // at d = 16), and at d = 64 a full 64 x 64 block and one of 400 random
+  // entries (a sparse leaf above a small matrix's chunk of 128: the large bin).
+  Coo<double> lap = laplacian(64);
+  for (index_t r = 0; r < 16; ++r)
+    for (index_t c = 0; c < 16; ++c) lap.push(r, 4096 - 16 + c, random_value<double>(rng));
+  Coo<double> lap64 = lap;
+  for (int k = 0; k < 400; ++k) lap64.push(1024 + rng() % 64, 3000 + rng() % 64, random_value<double>(rng));
+  for (index_t r = 0; r < 64; ++r)
+    for (index_t c = 0; c < 64; ++c) lap64.push(2048 + r, c, random_value<double>(rng));
+  struct Case {
+    std::string what;
+    Coo<double> coo;
+    std::uint32_t node_size;
+    bool leaf_parents;  // a level above the leaves exists (depth >= 2)
+  };
+  Coo<double> full{16, 16, {}, {}, {}};
+  for (index_t r = 0; r < 16; ++r)
+    for (index_t c = 0; c < 16; ++c) full.push(r, c, random_value<double>(rng));
+  const std::vector<Case> cases = {
+      {"laplacian d16", lap, 16, true},
+      {"laplacian d64", lap64, 64, true},
+      {"laplacian d2", laplacian(20), 2, true},
+      {"random d256", random_coo<double>(3000, 2500, 8000, rng), 256, true},
+      {"root small leaf", random_coo<double>(12, 9, 7, rng), 16, false},
+      {"root large leaf", random_coo<double>(120, 110, 900, rng), 128, false},
+      {"root dense leaf", full, 16, false},
+  };
+  for (const Case& c : cases) {
+    const Matrix<double> m = build_standard(c.coo, c.node_size);
+    Coo<float> coo32{c.coo.rows, c.coo.cols, c.coo.row, c.coo.col, {}};
+    for (double v : c.coo.val) coo32.val.push_back(static_cast<float>(v));
+    const Matrix<float> m32 = build_standard(coo32, c.node_size);
+    const PoolStats ps = validate(m.content());
+    const std::uint32_t depth = m.content().shape.depth;
+    EXPECT_EQ(depth >= 2, c.leaf_parents) << c.what << " depth " << depth;
+    // (At d = 64 the grid's rows end at block boundaries: no one-entry leaves.)
+    if (c.what == "laplacian d16") EXPECT_GT(ps.coo1, 0u) << c.what;
+    if (c.what == "laplacian d16" || c.what == "laplacian d64") {
+      EXPECT_GT(ps.coo4, 0u) << c.what;
+      EXPECT_GT(ps.dense, 0u) << c.what;
+    }
+    if (c.what == "root dense leaf") EXPECT_EQ(ps.dense, 1u);
+    for (runtime::Controller ctl : runtime::all_controllers) {
+      if (!ops::gpu_controller_available(ctl)) continue;
+      const std::string cfg = c.what + " " + std::string(runtime::to_string(ctl));
+      check_all_states(m, ops::SpmvOptions{ctl, false}, rng, cfg);
+      check_all_states(m32, ops::SpmvOptions{ctl, false}, rng, cfg + " f32");
+    }
   }
 }
 

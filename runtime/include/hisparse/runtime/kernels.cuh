@@ -420,12 +420,7 @@ __global__ void __launch_bounds__(Setup::block_size, (megakernel_min_blocks<Setu
                 // An endless local chain must still see the watchdog's abort.
                 if ((++local_batches & 15u) == 0u && run_stopping(counters)) claim.queue = queue_count;
             }
-            __syncthreads();
-            if (claim.queue == queue_count) break;
-            dispatch_batch(ds, claim, dynamic_shared, tid, procedures, stash);
-            continue;
-        }
-        if (tid < 32) {
+        } else if (tid < 32) {
             // Warp 0 looks for work. Its lanes read every queue's `available`
             // and the stop flags at once (one round trip to L2 however many
             // queues), then lane 0 claims from the last non-empty queue: on a
@@ -486,6 +481,9 @@ __global__ void __launch_bounds__(Setup::block_size, (megakernel_min_blocks<Setu
         }
         __syncthreads();
         if (claim.queue == queue_count) break;
+        // One call site: inlined, so that the procedures' code is allocated
+        // under this kernel's register bound (a called function gets its own
+        // allocation, which ptxas then refuses when it exceeds the bound).
         dispatch_batch(ds, claim, dynamic_shared, tid, procedures, stash);
         // run_batch ends with a barrier, so thread 0 may overwrite `claim` now.
     }
