@@ -166,9 +166,10 @@ constexpr std::size_t wide_columns_max_bytes = 64 * 1024;
 // than the pool has 16-byte slots: the capacity that never overflows. The
 // runtime starts with a sixteenth of it (queue_share), because that bound is
 // far above what real matrices need (the Laplacian 4096^2's 518 MB pool: 2^25
-// slots a queue, 5.6 GB over six queues, for 652 k items in all, whose
-// allocation and first initialisation were a third of a plan's build and most
-// of a one-shot call's set-up), and a traversal can run again, with the full
+// slots a queue, 4.7 GB over five queues, for 20 k items in all since
+// leaf-parent items sum the leaves, 652 k before; their allocation and first
+// initialisation were a third of a plan's build and most of a one-shot call's
+// set-up), and a traversal can run again, with the full
 // bound, when a queue runs full: the call restores y first (saved where
 // beta != 0).
 inline constexpr std::uint64_t queue_share = 16;

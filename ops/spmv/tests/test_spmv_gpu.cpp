@@ -155,9 +155,9 @@ TEST(SpmvGpu, EveryControllerWithAndWithoutPlan) {
 }
 
 // The runtime starts with a sixteenth of the queue capacity that never
-// overflows. Scattered one-entry leaves, nearly each under a leaf-parent of
-// its own (2^18 leaf-parent blocks for 400 k entries), overflow it under the
-// host loop (a whole level enqueued before the next runs): a call without a
+// overflows. Scattered one-entry leaves, 400 k of them over 2^18 leaf-parent
+// blocks (about 205 k non-empty, each at least one item), overflow it under
+// the host loop (a whole level enqueued before the next runs): a call without a
 // plan runs again with the full capacity and the result is right. A plan
 // lists its leaves without the runtime: no rerun, and it keeps its lists,
 // not queues (at the full capacity about 28 bytes per 16-byte pool slot in
@@ -376,11 +376,14 @@ TEST(SpmvGpu, ExtremeShapes) {
 
 // The one-shot traversal's leaf-parent items (LeafParentProcedure): a 2D
 // Laplacian's block rows (leaves of one entry summed by their lane, of 16
-// to 46 entries by the warp into one accumulator per block row, over several
-// parts of 32 children), dense leaves and leaves larger than a chunk handed
-// to their bins from a leaf-parent, trees of one level (the root a small,
-// large or dense leaf) and of two (the root a leaf-parent), node sizes 2 and
-// 256, under every controller, N and T.
+// to 64 entries by the warp into one accumulator per block row, over several
+// parts of 32 children), a band whose 436-entry leaves take the warp several
+// steps (on a matrix large enough for chunks of 1 024 entries), dense leaves
+// and leaves larger than a small matrix's chunk (128) handed to their bins
+// from a leaf-parent, trees of one level (the root a lane's, a warp's, a
+// large or a dense leaf) and of two (the root a leaf-parent), node sizes 2
+// and 256, under every controller, N and T. A profiled host-loop call shows
+// which procedures ran.
 TEST(SpmvGpu, LeafParentPaths) {
   const auto seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
@@ -399,8 +402,11 @@ TEST(SpmvGpu, LeafParentPaths) {
     return m;
   };
   // The Laplacian with, beside its band, a full 16 x 16 block (a dense leaf
-  // at d = 16), and at d = 64 a full 64 x 64 block and one of 400 random
-  // entries (a sparse leaf above a small matrix's chunk of 128: the large bin).
+  // at d = 16). At d = 64 its diagonal leaves hold 190 entries (the large
+  // bin, above this small matrix's chunk of 128) and the +-64 neighbours
+  // leaves of 64 (the warp); there it also has a full 64 x 64 block (a dense
+  // leaf) and 400 random entries over block columns 46 and 47 (leaves of
+  // about 50 and 350: the warp and the large bin).
   Coo<double> lap = laplacian(64);
   for (index_t r = 0; r < 16; ++r)
     for (index_t c = 0; c < 16; ++c) lap.push(r, 4096 - 16 + c, random_value<double>(rng));
@@ -408,39 +414,65 @@ TEST(SpmvGpu, LeafParentPaths) {
   for (int k = 0; k < 400; ++k) lap64.push(1024 + rng() % 64, 3000 + rng() % 64, random_value<double>(rng));
   for (index_t r = 0; r < 64; ++r)
     for (index_t c = 0; c < 64; ++c) lap64.push(2048 + r, c, random_value<double>(rng));
+  // A band of half-width 3 over 700 k rows at d = 64: 436-entry diagonal
+  // leaves (four warp steps each) and 6-entry corner leaves (their lanes);
+  // 4.9 M entries make the chunk 1 024 on up to 150 SMs, so no leaf is large.
+  Coo<double> band{700000, 700000, {}, {}, {}};
+  for (index_t r = 0; r < 700000; ++r)
+    for (index_t c = r >= 3 ? r - 3 : 0; c <= std::min<index_t>(r + 3, 699999); ++c) band.push(r, c, random_value<double>(rng));
+  Coo<double> full{16, 16, {}, {}, {}};
+  for (index_t r = 0; r < 16; ++r)
+    for (index_t c = 0; c < 16; ++c) full.push(r, c, random_value<double>(rng));
+  int sms = 0;
+  cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "cudaDeviceGetAttribute");
   struct Case {
     std::string what;
     Coo<double> coo;
     std::uint32_t node_size;
-    bool leaf_parents;  // a level above the leaves exists (depth >= 2)
+    std::uint32_t depth;
+    bool large, dense;  // some leaf goes to the large (dense) bin
   };
-  Coo<double> full{16, 16, {}, {}, {}};
-  for (index_t r = 0; r < 16; ++r)
-    for (index_t c = 0; c < 16; ++c) full.push(r, c, random_value<double>(rng));
   const std::vector<Case> cases = {
-      {"laplacian d16", lap, 16, true},
-      {"laplacian d64", lap64, 64, true},
-      {"laplacian d2", laplacian(20), 2, true},
-      {"random d256", random_coo<double>(3000, 2500, 8000, rng), 256, true},
-      {"root small leaf", random_coo<double>(12, 9, 7, rng), 16, false},
-      {"root large leaf", random_coo<double>(120, 110, 900, rng), 128, false},
-      {"root dense leaf", full, 16, false},
+      {"laplacian d16", lap, 16, 3, false, true},
+      {"laplacian d64", lap64, 64, 2, true, true},
+      {"band d64", band, 64, 4, false, false},
+      {"laplacian d2", laplacian(20), 2, 9, false, true},  // 3- and 4-entry leaves tie with dense ones, which wins
+      {"random d256", random_coo<double>(3000, 2500, 8000, rng), 256, 2, false, false},
+      {"root lane leaf", random_coo<double>(12, 9, 7, rng), 16, 1, false, false},
+      {"root warp leaf", random_coo<double>(40, 40, 60, rng), 64, 1, false, false},
+      {"root large leaf", random_coo<double>(120, 110, 900, rng), 128, 1, true, false},
+      {"root dense leaf", full, 16, 1, false, true},
+  };
+  auto items_of = [](const runtime::RunStats& s, const std::string& name) {
+    for (const auto& p : s.profile.procedures)
+      if (p.name == name) return p.items;
+    ADD_FAILURE() << "no procedure " << name;
+    return std::uint64_t{0};
   };
   for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
     const Matrix<double> m = build_standard(c.coo, c.node_size);
     Coo<float> coo32{c.coo.rows, c.coo.cols, c.coo.row, c.coo.col, {}};
     for (double v : c.coo.val) coo32.val.push_back(static_cast<float>(v));
     const Matrix<float> m32 = build_standard(coo32, c.node_size);
+    EXPECT_EQ(m.content().shape.depth, c.depth);
     const PoolStats ps = validate(m.content());
-    const std::uint32_t depth = m.content().shape.depth;
-    EXPECT_EQ(depth >= 2, c.leaf_parents) << c.what << " depth " << depth;
-    // (At d = 64 the grid's rows end at block boundaries: no one-entry leaves.)
-    if (c.what == "laplacian d16") EXPECT_GT(ps.coo1, 0u) << c.what;
-    if (c.what == "laplacian d16" || c.what == "laplacian d64") {
-      EXPECT_GT(ps.coo4, 0u) << c.what;
-      EXPECT_GT(ps.dense, 0u) << c.what;
+    EXPECT_EQ(ps.dense > 0, c.dense);
+    // Which procedures ran (host loop, profiled). The band's leaves stay
+    // with their parents only where its chunk reaches their size.
+    DeviceMatrix<double> dev(m);
+    ops::SpmvOptions prof{runtime::Controller::host_loop, false};
+    prof.profile = true;
+    ops::GpuSpmv<double> probe(dev, prof);
+    DeviceVector<double> dx(std::vector<double>(dev.cols(), 1.0)), dy(std::vector<double>(dev.rows(), 0.0));
+    probe(dx.ptr(), dy.ptr());
+    cuda_check(cudaDeviceSynchronize(), "spmv");
+    const runtime::RunStats& s = probe.last_run();
+    EXPECT_GT(items_of(s, "spmv-leaf-parent"), 0u) << "every standard leaf is summed through a leaf-parent item";
+    if (c.what != "band d64" || c.coo.nnz() / (32ull * static_cast<std::uint64_t>(sms)) >= 1024) {
+      EXPECT_EQ(items_of(s, "spmv-leaf-large") > 0, c.large);
     }
-    if (c.what == "root dense leaf") EXPECT_EQ(ps.dense, 1u);
+    EXPECT_EQ(items_of(s, "spmv-leaf-dense") > 0, c.dense);
     for (runtime::Controller ctl : runtime::all_controllers) {
       if (!ops::gpu_controller_available(ctl)) continue;
       const std::string cfg = c.what + " " + std::string(runtime::to_string(ctl));
@@ -618,7 +650,9 @@ TEST(SpmvGpu, PlanOrientations) {
     EXPECT_EQ(both.stats().riders, plan.stats().riders);
     EXPECT_EQ(both.stats().wide_order_bytes, plan.stats().wide_order_bytes);
     EXPECT_EQ(both.stats().wide_column_runs, plan.stats().wide_column_runs);
-    if (what != "bcsstk13") EXPECT_GT(plan.stats().tiles[1] + plan.stats().riders[1] + plan.stats().wide_order_bytes, 0u);
+    if (what != "bcsstk13") {
+      EXPECT_GT(plan.stats().tiles[1] + plan.stats().riders[1] + plan.stats().wide_order_bytes, 0u);
+    }
     // Transposed at construction: A^T's part first.
     dev.transpose();
     ops::GpuSpmv<double> from_t(dev, opt);

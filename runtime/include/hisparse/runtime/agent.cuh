@@ -131,8 +131,9 @@ __device__ __forceinline__ void run_batch(const DeviceState<Setup, State>* ds, c
 }
 
 template <class Setup, class State, std::size_t... I>
-__device__ __forceinline__ void dispatch_batch(const DeviceState<Setup, State>* ds, const BatchClaim& claim, unsigned char* shared,
-                               unsigned tid, std::index_sequence<I...>, LocalStash* stash = nullptr) {
+__device__ __forceinline__ void dispatch_batch(const DeviceState<Setup, State>* ds, const BatchClaim& claim,
+                                               unsigned char* shared, unsigned tid, std::index_sequence<I...>,
+                                               LocalStash* stash = nullptr) {
     const unsigned procedure = ds->queues[claim.queue].procedure;
     ((procedure == I ? run_batch<Setup, State, I>(ds, claim, shared, tid, stash) : void()), ...);
 }
