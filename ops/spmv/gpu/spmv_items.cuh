@@ -61,21 +61,18 @@ struct SpmvState {
   std::uint32_t large_chunk;
 };
 
+// Entries of a sparse leaf (COO1 without reading its header).
+__device__ inline std::uint32_t leaf_entries(const std::byte* pool, NodeRef ref) {
+  return ref_type(ref) == NodeType::coo1 ? 1u : *reinterpret_cast<const std::uint32_t*>(pool + ref_offset(ref));
+}
+
 // The bin a leaf goes to, from its reference and (for sparse nodes) its count.
 __device__ inline std::uint32_t leaf_bin(const std::byte* pool, NodeRef ref) {
   switch (ref_type(ref)) {
     case NodeType::dense: return bin_dense;
     case NodeType::coo1: return bin_one;
-    default: {
-      const std::uint32_t n = *reinterpret_cast<const std::uint32_t*>(pool + ref_offset(ref));
-      return n <= small_leaf_max ? bin_small : bin_large;
-    }
+    default: return leaf_entries(pool, ref) <= small_leaf_max ? bin_small : bin_large;
   }
-}
-
-// Entries of a sparse leaf (COO1 without reading its header).
-__device__ inline std::uint32_t leaf_entries(const std::byte* pool, NodeRef ref) {
-  return ref_type(ref) == NodeType::coo1 ? 1u : *reinterpret_cast<const std::uint32_t*>(pool + ref_offset(ref));
 }
 
 // Four consecutive values with 16-byte loads (COO4 value arrays are 16-byte
