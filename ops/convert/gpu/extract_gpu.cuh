@@ -107,8 +107,6 @@ bool extract_rows(WorkMemory& w, const DeviceMatrix<V>& a, const Frontier& f, I*
   const u64 chunk_slices = read_back(w, chunk_first.get() + blocks, "read chunk count");
   Array<u32> chunk_counts(w, chunk_slices << b);
   w.phase("leaves by block row");
-  Array<u32> count(w, rows + 1), start(w, rows + 1);
-  cuda_check(cudaMemsetAsync(count.get() + rows, 0, sizeof(u32), st), "cudaMemsetAsync");
   RowArgs<V, I, Out> args{f,
                           a.pool(),
                           b,
@@ -118,6 +116,7 @@ bool extract_rows(WorkMemory& w, const DeviceMatrix<V>& a, const Frontier& f, I*
                           false,
                           rows,
                           blocks,
+                          n,
                           leaf.get(),
                           item_node.get(),
                           item_lo.get(),
@@ -128,14 +127,57 @@ bool extract_rows(WorkMemory& w, const DeviceMatrix<V>& a, const Frontier& f, I*
                           chunk_first.get(),
                           chunk_counts.get(),
                           task_bound,
-                          count.get(),
+                          nullptr,
+                          nullptr,
+                          nullptr,
+                          nullptr,
+                          nullptr,
                           nullptr,
                           row_out,
                           col_out,
                           val_out};
   constexpr u64 warps = extract_row_threads / 32;
   const auto grid = static_cast<unsigned>(std::min<u64>((task_bound + warps - 1) / warps, 1u << 20));
-  extract_rows_kernel<V, I, Out, false><<<grid, extract_row_threads, 0, st>>>(args);
+  // CSR: the dynamic shared memory where block rows are assembled, where the
+  // device grants it beside the kernel's own (else every entry goes straight).
+  auto stage_for = [&](auto kernel) {
+    std::size_t stage = row_out ? 0 : std::size_t{extract_stage_bytes} * warps;
+    if (stage > 0) {
+      cudaFuncAttributes attr{};
+      cuda_check(cudaFuncGetAttributes(&attr, kernel), "cudaFuncGetAttributes(row fill)");
+      if (attr.sharedSizeBytes + stage > shared_memory_optin()) stage = 0;
+    }
+    if (stage > 0)
+      cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(stage)),
+                 "cudaFuncSetAttribute(row fill)");
+    args.stage_ok = stage > 0;
+    return stage;
+  };
+  auto check_total = [&](u64 total) {
+    if (total != n)
+      throw Error("GPU extraction: the pool holds " + std::to_string(total) + " entries, the matrix says " +
+                  std::to_string(n));
+  };
+  if (!coow && chunk_slices == 0) {  // one task a block row: count and fill in one pass
+    Array<unsigned long long> status(w, blocks), ticket(w, 1);
+    Array<u32> total(w, 1);
+    cuda_check(cudaMemsetAsync(status.get(), 0, blocks * sizeof(unsigned long long), st), "cudaMemsetAsync");
+    cuda_check(cudaMemsetAsync(ticket.get(), 0, sizeof(unsigned long long), st), "cudaMemsetAsync");
+    args.status = status.get();
+    args.ticket = ticket.get();
+    args.total = total.get();
+    args.row_ptr = row_ptr;
+    const std::size_t stage = stage_for(extract_rows_kernel<V, I, Out, RowPass::once>);
+    extract_rows_kernel<V, I, Out, RowPass::once><<<grid, extract_row_threads, stage, st>>>(args);
+    w.check_launch("row kernel");
+    check_total(read_back(w, total.get(), "read entry count"));
+    w.phase("rows written");
+    return true;
+  }
+  Array<u32> count(w, rows + 1), start(w, rows + 1);
+  cuda_check(cudaMemsetAsync(count.get() + rows, 0, sizeof(u32), st), "cudaMemsetAsync");
+  args.row_count = count.get();
+  extract_rows_kernel<V, I, Out, RowPass::count><<<grid, extract_row_threads, 0, st>>>(args);
   w.check_launch("row count kernel");
   if (chunk_slices > 0) {
     chunk_prefix_kernel<<<blocks_for(rows), 256, 0, st>>>(task_first.get(), chunk_first.get(), rows, b,
@@ -143,10 +185,7 @@ bool extract_rows(WorkMemory& w, const DeviceMatrix<V>& a, const Frontier& f, I*
     w.check_launch("chunk prefix kernel");
   }
   exclusive_sum(w, count.get(), start.get(), rows + 1);
-  const u64 total = read_back(w, start.get() + rows, "read entry count");
-  if (total != n)
-    throw Error("GPU extraction: the pool holds " + std::to_string(total) + " entries, the matrix says " +
-                std::to_string(n));
+  check_total(read_back(w, start.get() + rows, "read entry count"));
   if (coow) {  // a power-law hub's block row would serialise its warp: the general path then
     Array<unsigned long long> largest(w, 1);
     cuda_check(cudaMemsetAsync(largest.get(), 0, sizeof(unsigned long long), st), "cudaMemsetAsync");
@@ -156,20 +195,8 @@ bool extract_rows(WorkMemory& w, const DeviceMatrix<V>& a, const Frontier& f, I*
   }
   w.phase("rows counted");
   args.row_start = start.get();
-  // CSR: the dynamic shared memory where block rows are assembled, where the
-  // device grants it beside the kernel's own (else every entry goes straight).
-  std::size_t stage = row_out ? 0 : std::size_t{extract_stage_bytes} * warps;
-  if (stage > 0) {
-    cudaFuncAttributes attr{};
-    cuda_check(cudaFuncGetAttributes(&attr, extract_rows_kernel<V, I, Out, true>), "cudaFuncGetAttributes(row fill)");
-    if (attr.sharedSizeBytes + stage > shared_memory_optin()) stage = 0;
-  }
-  if (stage > 0)
-    cuda_check(cudaFuncSetAttribute(extract_rows_kernel<V, I, Out, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(stage)),
-               "cudaFuncSetAttribute(row fill)");
-  args.stage_ok = stage > 0;
-  extract_rows_kernel<V, I, Out, true><<<grid, extract_row_threads, stage, st>>>(args);
+  const std::size_t stage = stage_for(extract_rows_kernel<V, I, Out, RowPass::fill>);
+  extract_rows_kernel<V, I, Out, RowPass::fill><<<grid, extract_row_threads, stage, st>>>(args);
   w.check_launch("row fill kernel");
   if (row_ptr) {
     row_ptr_from_starts_kernel<I><<<blocks_for(rows + 1), 256, 0, st>>>(start.get(), rows, row_ptr);

@@ -11,8 +11,11 @@
 // leaves in that order meets every row's entries in column order: an entry's
 // place is its row's start plus the entries of its row met before it, which
 // the warp counts 32 entries at a time (__match_any_sync over the row, a
-// running position per row in shared memory). A first pass counts the rows
-// (their starts by one scan). No sort of entries, no per-entry work arrays.
+// running position per row in shared memory). Where no block row is cut into
+// chunks (below), one pass counts a block row's rows, takes its place among
+// the block rows by a look-back and fills (RowPass::once); else a first pass
+// counts the rows (their starts by one scan) and a second fills. No sort of
+// entries, no per-entry work arrays.
 // A COOW node (plain state) joins as its slices, one per block row of its
 // unit that holds entries: its entries are row-major, so a slice is one range,
 // and listed in frontier order a block row still meets each row's entries in
@@ -27,6 +30,7 @@
 // rows into its own slice of chunk_counts; a scan over the chunks of each row
 // (chunk_prefix_kernel) turns those into each chunk's first place per row.
 #include "extract_kernels.cuh"
+#include "warp_lookback.cuh"
 
 namespace hisparse::ops::convert_detail {
 
@@ -76,6 +80,24 @@ constexpr u32 extract_stage_entries() {
   return extract_stage_bytes / (sizeof(I) + sizeof(Out)) / 32 * 32;
 }
 
+// How the row kernel runs. count: each task counts its rows' entries (into
+// row_count, or a chunk's slice); fill: each entry goes to its place after
+// row_start (the scan of those counts). once, where no block row is chunked:
+// a task counts its block row, learns the entries of the block rows before it
+// by a look-back over the tasks' totals (warp_lookback.cuh), writes its row
+// pointers and fills, all in one kernel: no count kernel, no scan of the
+// rows, no read-back between them (perf-log C15).
+enum class RowPass { count, fill, once };
+
+// An item as the walk needs it: its node, the node's count word (entries;
+// unused for a dense leaf), its entry range (a leaf's all, a slice's one
+// block row) and the block coordinate on the other side of the output row.
+struct RowItem {
+  NodeRef ref;
+  u32 n, lo, hi;
+  u64 other;
+};
+
 template <class V, class I, class Out>
 struct RowArgs {
   Frontier f;  // the leaves, in tree order
@@ -84,8 +106,9 @@ struct RowArgs {
   bool transposed;
   V scale;
   bool unscaled;
-  bool stage_ok;         // fill pass, CSR: the dynamic shared memory of the stage was granted
+  bool stage_ok;         // fill passes, CSR: the dynamic shared memory of the stage was granted
   u64 rows, blocks;      // logical rows, and block rows of d of them
+  u64 n;                 // the matrix's entries: the output arrays' size
   const u32* leaf;       // item indices, grouped by logical block row (stable)
   // Items: null where every item is a leaf (item i = frontier index i); else,
   // per item, its frontier index and, for a COOW node's slice (the entries of
@@ -101,164 +124,247 @@ struct RowArgs {
   u64 task_bound;        // at least the number of tasks (the grid's extent)
   u32* row_count;        // count pass: entries per logical row
   const u32* row_start;  // fill pass: exclusive scan of row_count
+  unsigned long long* status;  // once: per task, zero before the launch
+  unsigned long long* ticket;  // once: zero before the launch
+  u32* total;            // once: the entries of all block rows, written by the last task
+  I* row_ptr;            // once, CSR: rows + 1 row pointers
   I* row_out;            // COO (null for CSR)
   I* col_out;
   Out* val_out;          // values, or their positions in the pool (Out = u32)
 };
 
-template <class V, class I, class Out, bool Fill>
+template <class V, class I, class Out, RowPass P>
 __global__ void __launch_bounds__(extract_row_threads) extract_rows_kernel(RowArgs<V, I, Out> a) {
+  constexpr bool Fill = P != RowPass::count, Once = P == RowPass::once;
   constexpr u32 warps = extract_row_threads / 32;
   __shared__ u32 slot_all[warps][256];
   const u32 warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const unsigned full = 0xFFFFFFFFu, lower = (1u << lane) - 1u;
-  u32* slot = slot_all[warp];  // count pass: the row's entries so far; fill pass: its next place
+  u32* slot = slot_all[warp];  // counting: the row's entries so far; filling: its next place
   constexpr u32 cap = extract_stage_entries<I, Out>();
-  extern __shared__ __align__(16) unsigned char stage_all[];  // fill pass, CSR: cap entries per warp
+  extern __shared__ __align__(16) unsigned char stage_all[];  // fill passes, CSR: cap entries per warp
   I* stage_col = reinterpret_cast<I*>(stage_all + warp * extract_stage_bytes);
   Out* stage_val = reinterpret_cast<Out*>(stage_all + warp * extract_stage_bytes + cap * sizeof(I));
   const u32 b = a.b, d = 1u << b, cells = 1u << (2 * b);
   const u64 tasks = a.task_first[a.blocks];
-  for (u64 t = u64(blockIdx.x) * warps + warp; t < a.task_bound && t < tasks; t += u64(gridDim.x) * warps) {
+  // once: tasks in ticket order (the look-back waits only for claimed tasks).
+  auto next_task = [&](u64 t) -> u64 {
+    if constexpr (Once) {
+      unsigned long long v = 0;
+      if (lane == 0) v = atomicAdd(a.ticket, 1ull);
+      return __shfl_sync(full, v, 0);
+    } else {
+      return t + u64(gridDim.x) * warps;
+    }
+  };
+  for (u64 t = Once ? next_task(0) : u64(blockIdx.x) * warps + warp; t < a.task_bound && t < tasks; t = next_task(t)) {
     const u64 q = a.task_q[t];
     const u64 r0 = q << b;
     const u32 nr = static_cast<u32>(a.rows - r0 < d ? a.rows - r0 : d);
     const u64 task0 = a.task_first[q];
-    const bool chunked = a.task_first[q + 1] - task0 > 1;
+    const bool chunked = a.task_first[q + 1] - task0 > 1;  // never in once
     u32* chunk_slice = chunked ? a.chunk_counts + (a.chunk_first[q] + (t - task0)) * d : nullptr;
     const u64 i_begin = chunked ? a.first[q] + (t - task0) * extract_chunk_items : a.first[q];
     const u64 i_end = chunked ? (a.first[q + 1] < i_begin + extract_chunk_items ? a.first[q + 1]
                                                                                 : i_begin + extract_chunk_items)
                               : a.first[q + 1];
     for (u32 r = lane; r < d; r += 32)
-      slot[r] = Fill && r < nr ? a.row_start[r0 + r] + (chunked ? chunk_slice[r] : 0) : 0;
-    // CSR fill, plain state, one task for the block row: a block row too long
-    // to assemble whole goes by windows of rows that fit (a leaf stores its
+      slot[r] = P == RowPass::fill && r < nr ? a.row_start[r0 + r] + (chunked ? chunk_slice[r] : 0) : 0;
+    __syncwarp();
+    u32 w0 = 0, w1 = nr, place0 = 0;
+    bool staged = false;
+    // One present entry per lane at most: local (row, column) of the content,
+    // its value (already loaded) and its place among the pool's values.
+    // Place: a std::bool_constant, counting (false) or placing (true).
+    auto take = [&](auto place_tag, bool present, u32 lrow, u32 lcol, V v, u64 at, u64 other_block) {
+      const u32 r = a.transposed ? lcol : lrow, c = a.transposed ? lrow : lcol;
+      if constexpr (!decltype(place_tag)::value) {
+        if (present) atomicAdd(slot + r, 1u);
+        return;
+      } else {
+        const unsigned group = __match_any_sync(full, present ? r : 0xFFFFFFFFu);
+        const u32 place = present ? slot[r] + __popc(group & lower) : 0;
+        __syncwarp();
+        if (present && (group & lower) == 0) slot[r] += __popc(group);
+        __syncwarp();
+        if (!present) return;
+        Out value;
+        if constexpr (std::is_same_v<Out, V>)
+          value = a.unscaled ? v : a.scale * v;
+        else
+          value = static_cast<Out>(at);
+        const I col = static_cast<I>((other_block << b) | c);
+        if (staged) {
+          stage_col[place - place0] = col;
+          stage_val[place - place0] = value;
+          return;
+        }
+        if (a.row_out) a.row_out[place] = static_cast<I>(r0 + r);
+        a.col_out[place] = col;
+        a.val_out[place] = value;
+      }
+    };
+    // Items are looked up 32 at a time, one per lane (index, node, header,
+    // slice range: a chain of dependent loads each), and handed out by
+    // shuffles: a warp waits on one such chain per 32 items, not per item.
+    auto load_item = [&](u64 i) {
+      RowItem it{};
+      if (i >= i_end) return it;
+      const u32 id = a.leaf[i];
+      const u32 k = a.item_node ? a.item_node[id] : id;
+      it.ref = a.f.ref[k];
+      it.other = a.transposed ? a.f.R[k] : a.f.C[k];
+      const NodeType t = ref_type(it.ref);
+      if (t != NodeType::dense) it.n = node_count_word(a.pool, it.ref);
+      it.lo = t == NodeType::coow ? a.item_lo[id] : 0;
+      it.hi = t == NodeType::coow ? a.item_hi[id] : it.n;
+      return it;
+    };
+    // The block row's items (all, or rows [w0, w1) of each when windowed),
+    // each entry through take.
+    auto walk = [&](auto place_tag, bool windowed) {
+      constexpr bool Place = decltype(place_tag)::value;
+      for (u64 group = i_begin; group < i_end; group += 32) {
+        const RowItem mine = load_item(group + lane);
+        const u32 m = static_cast<u32>(i_end - group < 32 ? i_end - group : 32);
+        for (u32 src = 0; src < m; ++src) {
+          const NodeRef ref = __shfl_sync(full, mine.ref, src);
+          const u64 other = __shfl_sync(full, mine.other, src);
+          const NodeType t = ref_type(ref);
+          const std::byte* node = a.pool + ref_offset(ref);
+          if (t == NodeType::coow) {  // a slice: one block row of the unit (plain state only)
+            const CooLayout l = coow_layout(__shfl_sync(full, mine.n, src), sizeof(V));
+            const auto* coords = reinterpret_cast<const WideCoord*>(node + l.coord_offset);
+            const auto* vals = reinterpret_cast<const V*>(node + l.value_offset);
+            const u64 at0 = static_cast<u64>(vals - reinterpret_cast<const V*>(a.pool));
+            u32 e_begin = __shfl_sync(full, mine.lo, src), e_end = __shfl_sync(full, mine.hi, src);
+            if (windowed && e_begin < e_end) {  // rows [w0, w1) of the slice: one range
+              const u32 row_base = u32(coords[e_begin].row) & ~(d - 1);
+              const u32 b0 = first_row_at_least(coords, e_begin, e_end, row_base + w0);
+              e_end = first_row_at_least(coords, e_begin, e_end, row_base + w1);
+              e_begin = b0;
+            }
+            const u64 unit_col = other << b;  // the unit's first leaf column (plain state: other is C)
+            for (u32 base = e_begin; base < e_end; base += 32) {
+              const u32 e = base + lane;
+              const bool present = e < e_end;
+              const WideCoord wc = present ? coords[e] : WideCoord{0, 0};
+              take(place_tag, present, u32(wc.row) & (d - 1), u32(wc.col) & (d - 1), present && Place ? vals[e] : V{},
+                   at0 + e, unit_col | (u32(wc.col) >> b));
+            }
+          } else if (t == NodeType::dense) {
+            const auto* mask = reinterpret_cast<const std::uint8_t*>(node);
+            const auto* vals = reinterpret_cast<const V*>(node + dense_mask_bytes(b));
+            const u64 at0 = static_cast<u64>(vals - reinterpret_cast<const V*>(a.pool));
+            const u32 c_end = windowed ? w1 << b : cells;
+            for (u32 base = windowed ? w0 << b : 0; base < c_end; base += 32) {
+              const u32 cell = base + lane;
+              const bool present = cell < c_end && ((mask[cell >> 3] >> (cell & 7u)) & 1u);
+              take(place_tag, present, cell >> b, cell & (d - 1), present && Place ? vals[cell] : V{}, at0 + cell,
+                   other);
+            }
+          } else {
+            const u32 n = __shfl_sync(full, mine.n, src);
+            const CooLayout l = coo_layout(t, n, sizeof(V));
+            const auto* coords = reinterpret_cast<const LocalCoord*>(node + l.coord_offset);
+            const auto* vals = reinterpret_cast<const V*>(node + l.value_offset);
+            const u64 at0 = static_cast<u64>(vals - reinterpret_cast<const V*>(a.pool));
+            u32 e_begin = 0, e_end = n;
+            if (windowed) {  // the leaf's entries of rows [w0, w1): row-major, one range
+              e_begin = first_row_at_least(coords, 0, n, w0);
+              e_end = w1 < d ? first_row_at_least(coords, 0, n, w1) : n;
+            }
+            // Four chunks of 32 entries loaded before any is placed: a warp keeps
+            // four loads in flight instead of one (the placing of a chunk waits
+            // on the warp's shared row counters, not on memory).
+            constexpr u32 ahead = 4;
+            for (u32 base = e_begin; base < e_end; base += 32 * ahead) {
+              LocalCoord lc[ahead];
+              V v[ahead];
+#pragma unroll
+              for (u32 j = 0; j < ahead; ++j) {
+                const u32 e = base + 32 * j + lane;
+                lc[j] = e < e_end ? coords[e] : LocalCoord{0, 0};
+                v[j] = e < e_end && Place ? vals[e] : V{};
+              }
+#pragma unroll
+              for (u32 j = 0; j < ahead; ++j) {
+                if (base + 32 * j >= e_end) break;  // warp-uniform
+                const u32 e = base + 32 * j + lane;
+                take(place_tag, e < e_end, lc[j].row, lc[j].col, v[j], at0 + e, other);
+              }
+            }
+          }
+        }
+      }
+    };
+    if constexpr (!Fill) {
+      walk(std::false_type{}, false);
+      __syncwarp();
+      for (u32 r = lane; r < nr; r += 32) (chunked ? chunk_slice[r] : a.row_count[r0 + r]) = slot[r];
+      __syncwarp();  // slot is reused by the next block row
+      continue;
+    }
+    // The place after the block row's last entry (with slot[r] for r < nr,
+    // before row r is filled, every row's start).
+    u32 block_end = 0;
+    if constexpr (Once) {
+      walk(std::false_type{}, false);
+      __syncwarp();
+      // Rows [lo, hi) per lane: their counts become places, after the
+      // look-back's entries of the block rows before this one.
+      const u32 per = (d + 31) / 32, lo = min(lane * per, nr), hi = min(lo + per, nr);
+      u32 mine = 0;
+      for (u32 r = lo; r < hi; ++r) mine += slot[r];
+      u32 incl = mine;
+      for (u32 o = 1; o < 32; o <<= 1) {
+        const u32 v = __shfl_up_sync(full, incl, o);
+        if (lane >= o) incl += v;
+      }
+      const u32 total = __shfl_sync(full, incl, 31);
+      const u32 base = warp_lookback(a.status, t, total, lane);
+      block_end = base + total;
+      u32 run = base + incl - mine;
+      for (u32 r = lo; r < hi; ++r) {
+        const u32 c = slot[r];
+        slot[r] = run;
+        if (a.row_ptr) a.row_ptr[r0 + r] = static_cast<I>(run);
+        run += c;
+      }
+      if (t + 1 == tasks && lane == 0) {
+        if (a.row_ptr) a.row_ptr[a.rows] = static_cast<I>(block_end);
+        *a.total = block_end;
+      }
+      __syncwarp();
+      // A pool that holds more entries than the matrix says writes nothing
+      // past the arrays (the caller then reports the mismatch).
+      if (block_end > a.n || block_end < base) continue;
+    } else {
+      block_end = chunked ? 0 : a.row_start[r0 + nr];
+    }
+    auto start_at = [&](u32 r) { return r < nr ? slot[r] : block_end; };
+    // CSR, plain state, one task for the block row: a block row too long to
+    // assemble whole goes by windows of rows that fit (a leaf stores its
     // entries row-major, so a window's entries are one range of each leaf); a
     // single row longer than the stage is written straight, and so is a block
     // row of more than extract_max_windows stages. Otherwise one window.
-    const u32 row_total = Fill ? a.row_start[r0 + nr] - a.row_start[r0] : 0;
-    const bool windowed = Fill && a.stage_ok && !a.row_out && !a.transposed && !chunked && row_total > cap &&
+    const u32 row_total = chunked ? 0 : block_end - start_at(0);
+    const bool windowed = a.stage_ok && !a.row_out && !a.transposed && !chunked && row_total > cap &&
                           row_total <= extract_max_windows * cap;
-    u32 w0 = 0, w1 = nr, place0 = 0;
-    bool staged = false;
-    __syncwarp();
-    // One present entry per lane at most: local (row, column) of the content,
-    // its value (already loaded) and its place among the pool's values.
-    auto take = [&](bool present, u32 lrow, u32 lcol, V v, u64 at, u64 other_block) {
-      const u32 r = a.transposed ? lcol : lrow, c = a.transposed ? lrow : lcol;
-      if (!Fill) {
-        if (present) atomicAdd(slot + r, 1u);
-        return;
-      }
-      const unsigned group = __match_any_sync(full, present ? r : 0xFFFFFFFFu);
-      const u32 place = present ? slot[r] + __popc(group & lower) : 0;
-      __syncwarp();
-      if (present && (group & lower) == 0) slot[r] += __popc(group);
-      __syncwarp();
-      if (!present) return;
-      Out value;
-      if constexpr (std::is_same_v<Out, V>)
-        value = a.unscaled ? v : a.scale * v;
-      else
-        value = static_cast<Out>(at);
-      const I col = static_cast<I>((other_block << b) | c);
-      if (staged) {
-        stage_col[place - place0] = col;
-        stage_val[place - place0] = value;
-        return;
-      }
-      if (a.row_out) a.row_out[place] = static_cast<I>(r0 + r);
-      a.col_out[place] = col;
-      a.val_out[place] = value;
-    };
     do {
       if (windowed) {  // the most rows from w0 whose entries fit the stage (at least one)
-        const u32 base_place = a.row_start[r0 + w0];
+        const u32 base_place = start_at(w0);
         u32 lo = w0 + 1, hi = nr;
         while (lo < hi) {
           const u32 mid = (lo + hi + 1) / 2;
-          if (a.row_start[r0 + mid] - base_place <= cap) lo = mid; else hi = mid - 1;
+          if (start_at(mid) - base_place <= cap) lo = mid; else hi = mid - 1;
         }
         w1 = lo;
       }
-      u32 total = 0;
-      if constexpr (Fill) {
-        place0 = a.row_start[r0 + w0];
-        total = a.row_start[r0 + w1] - place0;
-      }
-      staged = Fill && a.stage_ok && !a.row_out && !chunked && total <= cap;
-      for (u64 i = i_begin; i < i_end; ++i) {
-        const u32 id = a.leaf[i];
-        const u32 k = a.item_node ? a.item_node[id] : id;
-        const NodeRef ref = a.f.ref[k];
-        const NodeType t = ref_type(ref);
-        const std::byte* node = a.pool + ref_offset(ref);
-        const u64 other = a.transposed ? a.f.R[k] : a.f.C[k];
-        if (t == NodeType::coow) {  // a slice: one block row of the unit (plain state only)
-          const u32 n = node_count_word(a.pool, ref);
-          const CooLayout l = coow_layout(n, sizeof(V));
-          const auto* coords = reinterpret_cast<const WideCoord*>(node + l.coord_offset);
-          const auto* vals = reinterpret_cast<const V*>(node + l.value_offset);
-          const u64 at0 = static_cast<u64>(vals - reinterpret_cast<const V*>(a.pool));
-          u32 e_begin = a.item_lo[id], e_end = a.item_hi[id];
-          if (windowed && e_begin < e_end) {  // rows [w0, w1) of the slice: one range
-            const u32 row_base = u32(coords[e_begin].row) & ~(d - 1);
-            const u32 b0 = first_row_at_least(coords, e_begin, e_end, row_base + w0);
-            e_end = first_row_at_least(coords, e_begin, e_end, row_base + w1);
-            e_begin = b0;
-          }
-          const u64 unit_col = a.f.C[k] << b;  // the unit's first leaf column
-          for (u32 base = e_begin; base < e_end; base += 32) {
-            const u32 e = base + lane;
-            const bool present = e < e_end;
-            const WideCoord wc = present ? coords[e] : WideCoord{0, 0};
-            take(present, u32(wc.row) & (d - 1), u32(wc.col) & (d - 1), present && Fill ? vals[e] : V{}, at0 + e,
-                 unit_col | (u32(wc.col) >> b));
-          }
-        } else if (t == NodeType::dense) {
-          const auto* mask = reinterpret_cast<const std::uint8_t*>(node);
-          const auto* vals = reinterpret_cast<const V*>(node + dense_mask_bytes(b));
-          const u64 at0 = static_cast<u64>(vals - reinterpret_cast<const V*>(a.pool));
-          const u32 c_end = windowed ? w1 << b : cells;
-          for (u32 base = windowed ? w0 << b : 0; base < c_end; base += 32) {
-            const u32 cell = base + lane;
-            const bool present = cell < c_end && ((mask[cell >> 3] >> (cell & 7u)) & 1u);
-            take(present, cell >> b, cell & (d - 1), present && Fill ? vals[cell] : V{}, at0 + cell, other);
-          }
-        } else {
-          const u32 n = node_count_word(a.pool, ref);
-          const CooLayout l = coo_layout(t, n, sizeof(V));
-          const auto* coords = reinterpret_cast<const LocalCoord*>(node + l.coord_offset);
-          const auto* vals = reinterpret_cast<const V*>(node + l.value_offset);
-          const u64 at0 = static_cast<u64>(vals - reinterpret_cast<const V*>(a.pool));
-          u32 e_begin = 0, e_end = n;
-          if (windowed) {  // the leaf's entries of rows [w0, w1): row-major, one range
-            e_begin = first_row_at_least(coords, 0, n, w0);
-            e_end = w1 < d ? first_row_at_least(coords, 0, n, w1) : n;
-          }
-          // Four chunks of 32 entries loaded before any is placed: a warp keeps
-          // four loads in flight instead of one (the placing of a chunk waits
-          // on the warp's shared row counters, not on memory).
-          constexpr u32 ahead = 4;
-          for (u32 base = e_begin; base < e_end; base += 32 * ahead) {
-            LocalCoord lc[ahead];
-            V v[ahead];
-#pragma unroll
-            for (u32 j = 0; j < ahead; ++j) {
-              const u32 e = base + 32 * j + lane;
-              lc[j] = e < e_end ? coords[e] : LocalCoord{0, 0};
-              v[j] = e < e_end && Fill ? vals[e] : V{};
-            }
-#pragma unroll
-            for (u32 j = 0; j < ahead; ++j) {
-              if (base + 32 * j >= e_end) break;  // warp-uniform
-              const u32 e = base + 32 * j + lane;
-              take(e < e_end, lc[j].row, lc[j].col, v[j], at0 + e, other);
-            }
-          }
-        }
-      }
+      place0 = chunked ? 0 : start_at(w0);
+      const u32 total = chunked ? 0 : start_at(w1) - place0;
+      staged = a.stage_ok && !a.row_out && !chunked && total <= cap;
+      walk(std::true_type{}, windowed);
       __syncwarp();
       if (staged)
         for (u32 i = lane; i < total; i += 32) {
@@ -268,8 +374,6 @@ __global__ void __launch_bounds__(extract_row_threads) extract_rows_kernel(RowAr
       __syncwarp();  // the stage is reused by the next window
       w0 = w1;
     } while (windowed && w0 < nr);
-    if (!Fill)
-      for (u32 r = lane; r < nr; r += 32) (chunked ? chunk_slice[r] : a.row_count[r0 + r]) = slot[r];
     __syncwarp();  // slot is reused by the next block row
   }
 }

@@ -268,6 +268,42 @@ TEST(ConvertGpu, DenseRowsSmall) {
   check_input("two dense rows in two block rows, d 16, wide", c, {16, true}, rng, stream.get());
 }
 
+// Many block rows on the extraction's one-pass path (extract_rows.cuh,
+// RowPass::once): each block row learns its place from the block rows before
+// it by a look-back over 10^5 tasks, so most look-backs meet predecessors
+// still at work; bands of empty rows make block rows of no entries (a total
+// of 0 published), and rows of many entries make block rows longer than the
+// stage (windows) beside short ones.
+TEST(ConvertGpu, ManyBlockRows) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  Stream stream;
+  const index_t g = 640;  // a 5-point Laplacian on a g x g grid: 409 600 rows
+  std::uniform_real_distribution<double> value(-4.0, 4.0);
+  // Now and then a row of `run` consecutive entries (fewer leaf columns than
+  // a task takes: a chunked block row would send the pool to the two passes).
+  auto laplacian = [&](index_t run) {
+    Coo<double> c;
+    c.rows = c.cols = g * g;
+    for (index_t r = 0; r < c.rows; ++r) {
+      if ((r / 40) % 3 == 1) continue;  // 40 empty rows of every 120
+      const index_t x = r % g, y = r / g;
+      if (y > 0) c.push(r, r - g, value(rng));
+      if (x > 0) c.push(r, r - 1, value(rng));
+      c.push(r, r, value(rng));
+      if (x + 1 < g) c.push(r, r + 1, value(rng));
+      if (y + 1 < g) c.push(r, r + g, value(rng));
+      if (r % 997 == 0 && r + g + run < c.cols)
+        for (index_t j = 1; j <= run; ++j) c.push(r, r + g + j, value(rng));
+    }
+    return c;
+  };
+  check_input("a sparse Laplacian with empty bands, d 4", laplacian(200), {4, false}, rng, stream.get());
+  // d 128: a block row with a 1 000-entry row holds more than a stage (windows).
+  check_input("the same, d 128", laplacian(1000), {default_node_size, false}, rng, stream.get());
+}
+
 // Scattered entries in large sparse matrices: the builder's rule makes COOW (wide) nodes.
 TEST(ConvertGpu, WideNodes) {
   const auto seed = fresh_seed();
