@@ -40,7 +40,9 @@ void check_index_range(index_t rows, index_t cols, std::uint64_t nnz) {
 // average; with COOW nodes, more than 2^18 in any: one slice can hold a hub's
 // whole block row) and the frontier holds leaves only or the
 // state is plain (COOW nodes sliced by block row); false, with nothing
-// written, elsewhere.
+// written, elsewhere. A pool whose entries differ from the matrix's count (a
+// corrupt pool) is an Error; on the one-pass path the output arrays are then
+// already partly written (never past their n entries), on the two passes not.
 template <class V, class I, class Out>
 bool extract_rows(WorkMemory& w, const DeviceMatrix<V>& a, const Frontier& f, I* row_out, I* row_ptr, I* col_out,
                   Out* val_out) {

@@ -21,10 +21,10 @@
 // and listed in frontier order a block row still meets each row's entries in
 // column order. Transposed pools with COOW nodes take the general path.
 //
-// A warp meets its items one after the other, each a chain of dependent loads
-// (item, node reference, header, entries): a block row of many items (a
-// circuit's dense row meets every leaf column) would serialise the call, and
-// did (perf-log C9: 376 ms for the circuit 8 M). So the work is tasks: a block
+// A warp walks its items' entries one item after the other (their lookups,
+// a chain of dependent loads each, are made 32 at a time, a lane per item): a
+// block row of many items (a circuit's dense row meets every leaf column)
+// would serialise the call, and did (perf-log C9: 376 ms for the circuit 8 M). So the work is tasks: a block
 // row of at most extract_chunk_items items is one task; a longer one is cut
 // into chunks of that many, each a task of its own warp. A chunk counts its
 // rows into its own slice of chunk_counts; a scan over the chunks of each row
@@ -214,10 +214,10 @@ __global__ void __launch_bounds__(extract_row_threads) extract_rows_kernel(RowAr
       const u32 k = a.item_node ? a.item_node[id] : id;
       it.ref = a.f.ref[k];
       it.other = a.transposed ? a.f.R[k] : a.f.C[k];
-      const NodeType t = ref_type(it.ref);
-      if (t != NodeType::dense) it.n = node_count_word(a.pool, it.ref);
-      it.lo = t == NodeType::coow ? a.item_lo[id] : 0;
-      it.hi = t == NodeType::coow ? a.item_hi[id] : it.n;
+      const NodeType type = ref_type(it.ref);
+      if (type != NodeType::dense) it.n = node_count_word(a.pool, it.ref);
+      it.lo = type == NodeType::coow ? a.item_lo[id] : 0;
+      it.hi = type == NodeType::coow ? a.item_hi[id] : it.n;
       return it;
     };
     // The block row's items (all, or rows [w0, w1) of each when windowed),
@@ -230,9 +230,9 @@ __global__ void __launch_bounds__(extract_row_threads) extract_rows_kernel(RowAr
         for (u32 src = 0; src < m; ++src) {
           const NodeRef ref = __shfl_sync(full, mine.ref, src);
           const u64 other = __shfl_sync(full, mine.other, src);
-          const NodeType t = ref_type(ref);
+          const NodeType type = ref_type(ref);
           const std::byte* node = a.pool + ref_offset(ref);
-          if (t == NodeType::coow) {  // a slice: one block row of the unit (plain state only)
+          if (type == NodeType::coow) {  // a slice: one block row of the unit (plain state only)
             const CooLayout l = coow_layout(__shfl_sync(full, mine.n, src), sizeof(V));
             const auto* coords = reinterpret_cast<const WideCoord*>(node + l.coord_offset);
             const auto* vals = reinterpret_cast<const V*>(node + l.value_offset);
@@ -252,7 +252,7 @@ __global__ void __launch_bounds__(extract_row_threads) extract_rows_kernel(RowAr
               take(place_tag, present, u32(wc.row) & (d - 1), u32(wc.col) & (d - 1), present && Place ? vals[e] : V{},
                    at0 + e, unit_col | (u32(wc.col) >> b));
             }
-          } else if (t == NodeType::dense) {
+          } else if (type == NodeType::dense) {
             const auto* mask = reinterpret_cast<const std::uint8_t*>(node);
             const auto* vals = reinterpret_cast<const V*>(node + dense_mask_bytes(b));
             const u64 at0 = static_cast<u64>(vals - reinterpret_cast<const V*>(a.pool));
@@ -265,7 +265,7 @@ __global__ void __launch_bounds__(extract_row_threads) extract_rows_kernel(RowAr
             }
           } else {
             const u32 n = __shfl_sync(full, mine.n, src);
-            const CooLayout l = coo_layout(t, n, sizeof(V));
+            const CooLayout l = coo_layout(type, n, sizeof(V));
             const auto* coords = reinterpret_cast<const LocalCoord*>(node + l.coord_offset);
             const auto* vals = reinterpret_cast<const V*>(node + l.value_offset);
             const u64 at0 = static_cast<u64>(vals - reinterpret_cast<const V*>(a.pool));

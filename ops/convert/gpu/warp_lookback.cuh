@@ -8,8 +8,11 @@
 //
 // Tasks must be claimed in order (a ticket counter, not blockIdx): every
 // predecessor a warp waits for has then been claimed by a running warp, so
-// the wait ends. Values are 32-bit (the callers' totals are entry counts
-// below 2^32).
+// the wait ends. Values are 32-bit: every prefix must stay below 2^32 (the
+// extraction's entries do, unless a pool claims more entries than its
+// matrix holds; the sum then wraps, and the caller's total check is what
+// remains). A warp whose predecessor has not published polls without a
+// back-off (no __nanosleep yet: not measured, perf-log C15).
 #include <cuda/atomic>
 
 #include <cstdint>

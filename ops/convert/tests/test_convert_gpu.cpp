@@ -266,14 +266,23 @@ TEST(ConvertGpu, DenseRowsSmall) {
   }
   check_input("two dense rows in two block rows, d 16", c, {16, false}, rng, stream.get());
   check_input("two dense rows in two block rows, d 16, wide", c, {16, true}, rng, stream.get());
+  // The same as dense columns: the transposed state's block rows (A's block
+  // columns) are the chunked ones, so the extraction's two passes run in the
+  // transposed state too (the plain state takes the one pass).
+  Coo<double> t;
+  t.rows = c.cols;
+  t.cols = c.rows;
+  for (std::size_t k = 0; k < c.nnz(); ++k) t.push(c.col[k], c.row[k], c.val[k]);
+  check_input("two dense columns in two block columns, d 16", t, {16, false}, rng, stream.get());
 }
 
 // Many block rows on the extraction's one-pass path (extract_rows.cuh,
 // RowPass::once): each block row learns its place from the block rows before
 // it by a look-back over 10^5 tasks, so most look-backs meet predecessors
 // still at work; bands of empty rows make block rows of no entries (a total
-// of 0 published), and rows of many entries make block rows longer than the
-// stage (windows) beside short ones.
+// of 0 published), and at d 128 rows of 1 000 entries make block rows longer
+// than the stage (windows) beside short ones. (No COOW node and at most ~60
+// leaves a block row, in both states: the one-pass path by construction.)
 TEST(ConvertGpu, ManyBlockRows) {
   const auto seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
