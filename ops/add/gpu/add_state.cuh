@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "hisparse/formats/node_view.hpp"
+#include "hisparse/ops/warp_counting_sort.cuh"
 
 namespace hisparse::ops::add_gpu {
 
@@ -97,13 +98,7 @@ inline constexpr unsigned full_warp = 0xffffffffu;
 __device__ inline unsigned lanes_below(std::uint32_t lane) { return (1u << lane) - 1u; }
 __device__ inline unsigned lanes_up_to(std::uint32_t lane) { return full_warp >> (31u - lane); }
 
-__device__ inline std::uint32_t warp_inclusive_sum(std::uint32_t v, std::uint32_t lane) {
-  for (std::uint32_t o = 1; o < 32; o <<= 1) {
-    const std::uint32_t n = __shfl_up_sync(full_warp, v, o);
-    if (lane >= o) v += n;
-  }
-  return v;
-}
+using gpu::warp_inclusive_sum;
 
 __device__ inline unsigned long long warp_sum64(unsigned long long v) {
   for (std::uint32_t o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(full_warp, v, o);

@@ -30,6 +30,7 @@
 // rows into its own slice of chunk_counts; a scan over the chunks of each row
 // (chunk_prefix_kernel) turns those into each chunk's first place per row.
 #include "extract_kernels.cuh"
+#include "hisparse/ops/warp_counting_sort.cuh"
 #include "warp_lookback.cuh"
 
 namespace hisparse::ops::convert_detail {
@@ -311,26 +312,16 @@ __global__ void __launch_bounds__(extract_row_threads) extract_rows_kernel(RowAr
     if constexpr (Once) {
       walk(std::false_type{}, false);
       __syncwarp();
-      // Rows [lo, hi) per lane: their counts become places, after the
-      // look-back's entries of the block rows before this one.
-      const u32 per = (d + 31) / 32, lo = min(lane * per, nr), hi = min(lo + per, nr);
-      u32 mine = 0;
-      for (u32 r = lo; r < hi; ++r) mine += slot[r];
-      u32 incl = mine;
-      for (u32 o = 1; o < 32; o <<= 1) {
-        const u32 v = __shfl_up_sync(full, incl, o);
-        if (lane >= o) incl += v;
-      }
-      const u32 total = __shfl_sync(full, incl, 31);
-      const u32 base = warp_lookback(a.status, t, total, lane);
+      // The rows' counts become places, after the look-back's entries of the
+      // block rows before this one.
+      u32 base = 0;
+      const u32 total = gpu::warp_scan_counts(slot, nr, lane, [&](u32 sum) {
+        return base = warp_lookback(a.status, t, sum, lane);
+      });
       block_end = base + total;
-      u32 run = base + incl - mine;
-      for (u32 r = lo; r < hi; ++r) {
-        const u32 c = slot[r];
-        slot[r] = run;
-        if (a.row_ptr) a.row_ptr[r0 + r] = static_cast<I>(run);
-        run += c;
-      }
+      __syncwarp();
+      if (a.row_ptr)
+        for (u32 r = lane; r < nr; r += 32) a.row_ptr[r0 + r] = static_cast<I>(slot[r]);
       if (t + 1 == tasks && lane == 0) {
         if (a.row_ptr) a.row_ptr[a.rows] = static_cast<I>(block_end);
         *a.total = block_end;
