@@ -143,7 +143,7 @@ bool extract_rows(WorkMemory& w, const DeviceMatrix<V>& a, const Frontier& f, I*
   // CSR: the dynamic shared memory where block rows are assembled, where the
   // device grants it beside the kernel's own (else every entry goes straight).
   auto stage_for = [&](auto kernel) {
-    std::size_t stage = row_out ? 0 : std::size_t{extract_stage_bytes} * warps;
+    std::size_t stage = row_out ? 0 : std::size_t{extract_stage_bytes<I, Out>()} * warps;
     if (stage > 0) {
       cudaFuncAttributes attr{};
       cuda_check(cudaFuncGetAttributes(&attr, kernel), "cudaFuncGetAttributes(row fill)");

@@ -41,8 +41,16 @@ inline constexpr unsigned extract_row_threads = 256;
 // assembled in shared memory and written out coalesced. Written straight,
 // its rows' short runs (a 2D Laplacian's row meets a leaf with 1 to 3
 // entries) leave partial sectors open in L2 across the whole grid, more than
-// L2 holds (perf-log C6).
-inline constexpr unsigned extract_stage_bytes = 8192;
+// L2 holds (perf-log C6). A warp's stage holds 768 entries (a 2D Laplacian's
+// block row of 128 rows holds 640) in at most 8 KB: with 4-byte indices and
+// values that is 6 KB, and a block of eight warps then leaves room for four
+// blocks per multiprocessor instead of three (the one-pass kernel is
+// latency-bound, perf-log C15); longer block rows go by windows.
+template <class I, class Out>
+constexpr unsigned extract_stage_bytes() {
+  constexpr unsigned want = 768 * (sizeof(I) + sizeof(Out));
+  return want < 8192 ? want : 8192;
+}
 
 // Items per task (see the top): enough that a task's loads amortise its
 // set-up, few enough that no warp's chain of items outlasts the grid.
@@ -78,7 +86,7 @@ __device__ inline bool slice_head(const WideCoord* co, u32 n, u32 i, u32 b) {
 
 template <class I, class Out>
 constexpr u32 extract_stage_entries() {
-  return extract_stage_bytes / (sizeof(I) + sizeof(Out)) / 32 * 32;
+  return extract_stage_bytes<I, Out>() / (sizeof(I) + sizeof(Out)) / 32 * 32;
 }
 
 // How the row kernel runs. count: each task counts its rows' entries (into
@@ -144,8 +152,8 @@ __global__ void __launch_bounds__(extract_row_threads) extract_rows_kernel(RowAr
   u32* slot = slot_all[warp];  // counting: the row's entries so far; filling: its next place
   constexpr u32 cap = extract_stage_entries<I, Out>();
   extern __shared__ __align__(16) unsigned char stage_all[];  // fill passes, CSR: cap entries per warp
-  I* stage_col = reinterpret_cast<I*>(stage_all + warp * extract_stage_bytes);
-  Out* stage_val = reinterpret_cast<Out*>(stage_all + warp * extract_stage_bytes + cap * sizeof(I));
+  I* stage_col = reinterpret_cast<I*>(stage_all + warp * extract_stage_bytes<I, Out>());
+  Out* stage_val = reinterpret_cast<Out*>(stage_all + warp * extract_stage_bytes<I, Out>() + cap * sizeof(I));
   const u32 b = a.b, d = 1u << b, cells = 1u << (2 * b);
   const u64 tasks = a.task_first[a.blocks];
   // once: tasks in ticket order (the look-back waits only for claimed tasks).
