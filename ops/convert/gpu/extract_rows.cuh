@@ -84,6 +84,18 @@ __device__ inline bool slice_head(const WideCoord* co, u32 n, u32 i, u32 b) {
   return i < n && (i == 0 || (u32(co[i].row) >> b) != (u32(co[i - 1].row) >> b));
 }
 
+// Blocks of the fill kernels that fit a multiprocessor's 228 KB of shared
+// memory (per warp its stage and its 1 KB of row slots, 1 KB per block for
+// the driver): the register budget is set to match (__launch_bounds__), so
+// that ptxas does not spill to keep an occupancy the shared memory forbids
+// (at 64 registers the f64 fills spilled 28-60 bytes). The count pass has no
+// stage: no bound (0).
+template <class I, class Out>
+constexpr unsigned extract_fill_blocks() {
+  constexpr unsigned per_block = (extract_row_threads / 32) * (extract_stage_bytes<I, Out>() + 1024) + 1024;
+  return (228u * 1024) / per_block;
+}
+
 template <class I, class Out>
 constexpr u32 extract_stage_entries() {
   return extract_stage_bytes<I, Out>() / (sizeof(I) + sizeof(Out)) / 32 * 32;
@@ -143,7 +155,8 @@ struct RowArgs {
 };
 
 template <class V, class I, class Out, RowPass P>
-__global__ void __launch_bounds__(extract_row_threads) extract_rows_kernel(RowArgs<V, I, Out> a) {
+__global__ void __launch_bounds__(extract_row_threads, P == RowPass::count ? 0 : extract_fill_blocks<I, Out>())
+    extract_rows_kernel(RowArgs<V, I, Out> a) {
   constexpr bool Fill = P != RowPass::count, Once = P == RowPass::once;
   constexpr u32 warps = extract_row_threads / 32;
   __shared__ u32 slot_all[warps][256];
