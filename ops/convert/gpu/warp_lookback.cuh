@@ -11,8 +11,7 @@
 // the wait ends. Values are 32-bit: every prefix must stay below 2^32 (the
 // extraction's entries do, unless a pool claims more entries than its
 // matrix holds; the sum then wraps, and the caller's total check is what
-// remains). A warp whose predecessor has not published polls without a
-// back-off (no __nanosleep yet: not measured, perf-log C15).
+// remains).
 #include <cuda/atomic>
 
 #include <cstdint>
@@ -39,9 +38,15 @@ __device__ inline std::uint32_t warp_lookback(unsigned long long* status, std::u
   for (std::uint64_t end = t;; end -= 32) {
     unsigned long long s = lookback_prefix;
     if (lane < end) {
+      // A predecessor still counting: poll with a growing pause (32 ns to
+      // 0.5 us), so that spinning warps leave issue slots and L2 to the
+      // warps they wait for.
       Ref word(status[end - 1 - lane]);
-      do s = word.load(cuda::memory_order_relaxed);
-      while ((s >> 32) == 0);
+      std::uint32_t pause = 32;
+      for (s = word.load(cuda::memory_order_relaxed); (s >> 32) == 0; s = word.load(cuda::memory_order_relaxed)) {
+        __nanosleep(pause);
+        if (pause < 512) pause *= 2;
+      }
     }
     const unsigned prefixes = __ballot_sync(full, (s >> 32) == 2);
     const std::uint32_t stop = prefixes ? __ffs(prefixes) - 1 : 31;
