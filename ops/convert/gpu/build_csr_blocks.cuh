@@ -68,8 +68,8 @@ __global__ void __launch_bounds__(csr_block_threads) csr_block_rows_kernel(CsrBl
   __shared__ u64 cmin_s, cmax_s;
   __shared__ u32 base_s;
   const u32 b = a.b, d = 1u << b;
-  for (u64 s = blockIdx.x; s < a.segments; s += gridDim.x) {
-    if (a.taken[s]) continue;  // the warp kernel's (uniform across the block)
+  for (u64 i = blockIdx.x; i < a.n_block_rows; i += gridDim.x) {
+    const u64 s = a.block_rows[i];  // a block row the warp kernel left (the scout's list)
     const u64 r0 = s << b;
     const u32 nr = static_cast<u32>(a.rows - r0 < d ? a.rows - r0 : d);
     // Which kernel size takes this block row: two loads decide (the other
@@ -189,7 +189,10 @@ void launch_csr_warp_rows(WorkMemory& w, const CsrBlockArgs<V, I>& a) {
 template <class V, class I, bool Fill>
 void launch_csr_block_rows(WorkMemory& w, const CsrBlockArgs<V, I>& a) {
   launch_csr_warp_rows<V, I, Fill ? CsrWarpPass::fill : CsrWarpPass::count>(w, a);
-  const unsigned grid = static_cast<unsigned>(a.segments < (1u << 20) ? a.segments : (1u << 20));
+  // (a launch over every block row, most of them the warp kernel's, cost
+  // ~0.1 ms a kernel on the Laplacian 4096²'s 131 072: perf-log C18)
+  if (a.n_block_rows == 0) return;
+  const unsigned grid = static_cast<unsigned>(a.n_block_rows < (1u << 20) ? a.n_block_rows : (1u << 20));
   csr_block_rows_kernel<V, I, csr_small_items, Fill><<<grid, csr_block_threads, 0, w.stream()>>>(a);
   csr_block_rows_kernel<V, I, csr_block_items, Fill><<<grid, csr_block_threads, 0, w.stream()>>>(a);
   w.check_launch("CSR block rows kernel");
@@ -254,16 +257,29 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   // Long block rows have more than csr_block_capacity entries each.
   const u64 long_cap = n / csr_block_capacity + 1;
   Array<u32> long_rows(w, long_cap);
-  Array<unsigned long long> long_count(w, 1);
+  Array<unsigned long long> long_count(w, 1), block_count(w, 1);
   cuda_check(cudaMemsetAsync(long_count.get(), 0, sizeof(unsigned long long), st), "cudaMemsetAsync");
+  cuda_check(cudaMemsetAsync(block_count.get(), 0, sizeof(unsigned long long), st), "cudaMemsetAsync");
+  Array<u32> block_rows(w, segments);
   CsrBlockArgs<V, I> a{in.row_ptr, in.col, in.val, in.rows, in.cols, segments, b, L - 1,
                        fallback.get(), counter.get(), seg_base.get(), nullptr, nullptr, nullptr,
                        totals.get(), taken.get(), seg_cmin.get(), seg_present.get(),
                        nullptr, nullptr, nullptr, nullptr, 0, nullptr,
                        long_rows.get(), long_count.get(), long_cap};
+  // The scout keeps the leaf counts of block rows of at most 32 leaves
+  // where that costs at most 4 bytes per entry (a block row of 32 entries or
+  // more on average: every banded matrix).
+  Array<u32> seg_counts;
+  if (segments * csr_warp_leaves <= n) {
+    seg_counts = Array<u32>(w, segments * csr_warp_leaves);
+    a.seg_counts = seg_counts.get();
+  }
+  a.block_rows = block_rows.get();
+  a.block_count = block_count.get();
   launch_csr_warp_rows<V, I, CsrWarpPass::scout>(w, a);
   if (read_back(w, fallback.get(), "read CSR fallback") != 0) return std::nullopt;
   const u64 n_long = read_back(w, long_count.get(), "read long block rows");
+  a.n_block_rows = read_back(w, block_count.get(), "read block rows");
   // Room for the warp kernel's leaves and a leaf per entry of the other block rows.
   const u64 room = read_back(w, totals.get(), "read CSR leaf totals") + read_back(w, totals.get() + 1, "read CSR leaf totals");
   w.phase("CSR rows scouted");
@@ -275,6 +291,8 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   a.leaf_count = count_by_leaf.get();
   launch_csr_block_rows<V, I, false>(w, a);
   if (read_back(w, fallback.get(), "read CSR fallback") != 0) return std::nullopt;
+  seg_counts.release();
+  a.seg_counts = nullptr;
   // (the long rows are sorted only for a matrix that does not fall back; they
   // refuse bad rows themselves)
   LongRows long_part;

@@ -15,7 +15,10 @@
 // (a 2D Laplacian 4096² spans 66, a 27-point stencil 150³ ~350).
 // A first pass (the scout) checks every block row it can take (rows sorted,
 // indices in range) and counts its leaves, so that the leaf arrays are
-// allocated for the leaves there are, not for one per entry.
+// allocated for the leaves there are, not for one per entry. It counts their
+// entries as well and, for a block row of at most 32 leaves, keeps the counts
+// (seg_counts): pass 1 then emits that block row's leaves without reading the
+// CSR again (perf-log C18).
 #include "build_kernels.cuh"
 
 namespace hisparse::ops::convert_detail {
@@ -24,6 +27,14 @@ inline constexpr int csr_warp_threads = 256;
 inline constexpr u32 csr_block_capacity_entries = 4096;  // build_csr_blocks.cuh's csr_block_capacity
 inline constexpr u32 csr_warp_span = 512;  // leaf columns a warp's block row may span
 inline constexpr u32 csr_span_words = csr_warp_span / 64;
+inline constexpr u32 csr_warp_leaves = 32;    // leaves per block row whose counts the scout keeps (one per lane)
+inline constexpr u32 csr_start_words = 128;  // the row-start bitmap's words: block rows of up to 4096 entries
+
+// Who builds a block row (CsrBlockArgs::taken).
+inline constexpr std::uint8_t csr_by_block = 0;         // the block kernels (build_csr_blocks.cuh)
+inline constexpr std::uint8_t csr_by_warp = 1;          // the warp kernel (or no entries)
+inline constexpr std::uint8_t csr_long = 2;             // the long-row path (build_csr_long_rows.cuh)
+inline constexpr std::uint8_t csr_by_warp_counted = 3;  // the warp kernel; the scout kept its leaf counts
 
 // Both CSR kernels' arguments.
 template <class V, class I>
@@ -42,7 +53,7 @@ struct CsrBlockArgs {
   u32* leaf_count;
   // the warp kernel's block rows, per block row (its scout writes them)
   unsigned long long* totals;  // the scout's: leaves of its block rows, entries of the others
-  std::uint8_t* taken;  // 1 where the warp kernel builds it (or it has no entries), 2 for a long block row
+  std::uint8_t* taken;  // who builds it: csr_by_block, csr_by_warp, csr_long or csr_by_warp_counted
   u64* cmin;            // its smallest leaf column
   u64* present;         // csr_span_words per block row: bit j = leaf column cmin + j has entries
   // pass 2
@@ -62,6 +73,14 @@ struct CsrBlockArgs {
   const u32* leaf_parent = nullptr;
   u32* wide_owner = nullptr;
   u32* wide_key = nullptr;
+  // the scout's leaf counts, csr_warp_leaves per block row (where the caller
+  // affords them: build_csr_blocks.cuh); null otherwise
+  u32* seg_counts = nullptr;
+  // the scout's list of the block kernels' block rows (their count read back
+  // into n_block_rows): the block kernels launch for those alone
+  u32* block_rows = nullptr;
+  unsigned long long* block_count = nullptr;
+  u64 n_block_rows = 0;
 };
 
 // Entry e of the CSR (at `row`, `col`, value v), rank `rank` in leaf t (tree
@@ -106,10 +125,24 @@ __device__ inline u32 row_of(const u64* rp, u32 nr, u64 e) {
   return lo;
 }
 
+// The i-th leaf column present (i < the block row's leaves), in increasing order.
+__device__ inline u32 nth_present(const u64* present, u32 i) {
+  for (u32 q = 0; q < csr_span_words; ++q) {
+    u64 w = present[q];
+    const u32 c = __popcll(w);
+    if (i < c) {
+      for (; i > 0; --i) w &= w - 1;
+      return 64 * q + static_cast<u32>(__ffsll(static_cast<long long>(w)) - 1);
+    }
+    i -= c;
+  }
+  return csr_warp_span;
+}
+
 // What a launch of the warp kernel does: scout (check the rows, choose the
-// block rows it takes, count their leaves and the other block rows' entries:
-// the leaf arrays' size), count (the leaves' tree keys and entry counts) or
-// fill (every entry at its rank).
+// block rows it takes, count their leaves' entries and the other block rows'
+// entries: the leaf arrays' size), count (the leaves' tree keys and entry
+// counts) or fill (every entry at its rank).
 enum class CsrWarpPass { scout, count, fill };
 
 template <class V, class I, CsrWarpPass Pass>
@@ -119,19 +152,44 @@ __global__ void __launch_bounds__(csr_warp_threads) csr_warp_rows_kernel(CsrBloc
   __shared__ u64 rp_all[warps][257];
   __shared__ u32 count_all[warps][csr_warp_span];
   __shared__ u64 present_all[warps][csr_span_words];
+  __shared__ u32 starts_all[warps][Pass == CsrWarpPass::count ? 1 : csr_start_words];
+  __shared__ std::uint8_t leaf_of_all[warps][fill ? csr_warp_span : 1];
   const u32 warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const unsigned full = 0xFFFFFFFFu, lower = (1u << lane) - 1u;
   u64* rp = rp_all[warp];
   u32* count = count_all[warp];
   u64* present = present_all[warp];
+  u32* starts = starts_all[warp];
+  std::uint8_t* leaf_of = leaf_of_all[warp];
   const u32 b = a.b, d = 1u << b;
   for (u64 s = u64(blockIdx.x) * warps + warp; s < a.segments; s += u64(gridDim.x) * warps) {
-    if (!scout && a.taken[s] != 1) continue;  // uniform across the warp
+    const std::uint8_t taken = scout ? csr_by_block : a.taken[s];
+    if (!scout && taken != csr_by_warp && taken != csr_by_warp_counted) continue;  // uniform across the warp
+    if (lane < csr_span_words) present[lane] = scout ? 0 : a.present[s * csr_span_words + lane];
+    if (Pass == CsrWarpPass::count && taken == csr_by_warp_counted) {
+      // The scout kept this block row's leaf counts: its leaves without a read of the CSR.
+      __syncwarp();
+      const u32 leaves = leaf_rank(present, csr_warp_span);
+      u32 first = 0;
+      if (lane == 0) {
+        first = static_cast<u32>(atomicAdd(a.leaf_counter, static_cast<unsigned long long>(leaves)));
+        a.seg_base[s] = first;
+      }
+      first = __shfl_sync(full, first, 0);
+      if (lane < leaves) {
+        u64 khi, klo;
+        leaf_tree_key(s, a.cmin[s] + nth_present(present, lane), b, a.upper_levels, khi, klo);
+        a.leaf_key_lo[first + lane] = klo;
+        if (a.leaf_key_hi) a.leaf_key_hi[first + lane] = khi;
+        a.leaf_count[first + lane] = a.seg_counts[s * csr_warp_leaves + lane];
+      }
+      __syncwarp();
+      continue;
+    }
     const u64 r0 = s << b;
     const u32 nr = static_cast<u32>(a.rows - r0 < d ? a.rows - r0 : d);
     for (u32 i = lane; i <= nr; i += 32) rp[i] = static_cast<u64>(a.row_ptr[r0 + i]);
     for (u32 j = lane; j < csr_warp_span; j += 32) count[j] = 0;
-    if (lane < csr_span_words) present[lane] = scout ? 0 : a.present[s * csr_span_words + lane];
     __syncwarp();
     const u64 e0 = rp[0], m = rp[nr] - e0;
     u64 cmin;
@@ -154,10 +212,11 @@ __global__ void __launch_bounds__(csr_warp_threads) csr_warp_rows_kernel(CsrBloc
       if (m == 0 || hi - lo >= csr_warp_span) {  // no leaves, or the block kernels' case
         if (lane == 0) {
           const bool long_row = m > csr_block_capacity_entries;  // past the block kernels' capacity too
-          a.taken[s] = m == 0 ? 1 : long_row ? 2 : 0;
+          a.taken[s] = m == 0 ? csr_by_warp : long_row ? csr_long : csr_by_block;
           for (u32 q = 0; q < csr_span_words; ++q) a.present[s * csr_span_words + q] = 0;
           a.cmin[s] = 0;
           if (m) atomicAdd(a.totals + 1, static_cast<unsigned long long>(m));
+          if (m && !long_row) a.block_rows[atomicAdd(a.block_count, 1ull)] = static_cast<u32>(s);
           if (long_row) {
             const unsigned long long j = atomicAdd(a.long_count, 1ull);
             if (j < a.long_cap) a.long_rows[j] = static_cast<u32>(s);
@@ -169,14 +228,36 @@ __global__ void __launch_bounds__(csr_warp_threads) csr_warp_rows_kernel(CsrBloc
       }
       cmin = lo;
     }
-    u64 seen[csr_span_words] = {};  // scout: the leaf columns met
+    // The rows' first entries as bits (block rows of up to 4096 entries): a
+    // chunk of 32 entries reads one word to know which of them start a row,
+    // and, where no row is empty, each one's row by a popcount instead of a
+    // search of the row pointers.
+    const bool bitmap = !(Pass == CsrWarpPass::count) && m <= 32 * csr_start_words;
+    bool gapless = false;
+    if (bitmap) {
+      for (u32 q = lane; q < (m + 31) / 32; q += 32) starts[q] = 0;
+      __syncwarp();
+      bool gap = false;
+      for (u32 r = lane; r < nr; r += 32) {
+        if (rp[r + 1] > rp[r]) {
+          const u32 k = static_cast<u32>(rp[r] - e0);
+          atomicOr(starts + k / 32, 1u << (k % 32));
+        } else {
+          gap = true;
+        }
+      }
+      gapless = !__any_sync(full, gap);
+      __syncwarp();
+    }
     bool bad = false;
     // Fill: the leaves of a block row of at most 32 (every banded matrix's)
     // held one per lane, so that an entry finds its leaf by a shuffle instead
-    // of two dependent loads (its index, then its offset, type and count).
-    u32 lane_leaf = 0, lane_type = 0, lane_count = 0;
+    // of two dependent loads (its index, then its offset, type and count);
+    // without dense leaves or COOW nodes (`direct`) a lane holds where its
+    // leaf's coordinates and values begin, and an entry is two stores.
+    u32 lane_leaf = 0, lane_type = 0, lane_count = 0, lane_coord = 0, lane_value = 0;
     u64 lane_off = 0;
-    bool leaves_in_lanes = false;
+    bool leaves_in_lanes = false, direct = false;
     if (fill) {
       const u32 leaves = leaf_rank(present, csr_warp_span);
       leaves_in_lanes = leaves <= 32;
@@ -186,11 +267,26 @@ __global__ void __launch_bounds__(csr_warp_threads) csr_warp_rows_kernel(CsrBloc
         lane_count = a.lcount[lane_leaf];
         lane_off = a.loff[lane_leaf];
       }
+      direct = leaves_in_lanes && !a.wide_owner &&
+               !__any_sync(full, lane < leaves && lane_type == static_cast<u32>(NodeType::dense));
+      if (direct) {
+        if (lane < leaves) {
+          // Offsets in the pool fit 32 bits (max_pool_bytes).
+          const u64 node = a.leaf_base + lane_off;
+          const CooLayout l = coo_layout(static_cast<NodeType>(lane_type), lane_count, sizeof(V));
+          lane_coord = static_cast<u32>(node + l.coord_offset);
+          lane_value = static_cast<u32>(node + l.value_offset);
+          *reinterpret_cast<u32*>(a.pool + node) = lane_count;
+          leaf_of[nth_present(present, lane)] = static_cast<std::uint8_t>(lane);
+        }
+        __syncwarp();
+      }
     }
     // Four chunks of 32 entries loaded before any is handled (4x the loads in
     // flight; the handling waits on shared memory, not on these).
     constexpr u32 ahead = 4;
-    I carry = I(0);  // scout: the column of the entry before the chunk
+    I carry = I(0);     // scout: the column of the entry before the chunk
+    u32 rows_before = 0;  // bitmap: the rows begun before the chunk
     for (u64 base = 0; base < m; base += 32 * ahead) {
       I cs[ahead];
       V vs[ahead];
@@ -207,59 +303,83 @@ __global__ void __launch_bounds__(csr_warp_threads) csr_warp_rows_kernel(CsrBloc
         const u64 k = c0 + lane;
         const bool valid = k < m;
         const u64 e = e0 + (valid ? k : 0);
-        const u32 row = fill || scout ? row_of(rp, nr, e) : 0;
+        const u32 word = bitmap ? starts[c0 / 32] : 0u;
         const I c = cs[q];
-        I prev = __shfl_up_sync(full, c, 1);  // the entry before e (scout)
-        if (lane == 0) prev = carry;
-        carry = __shfl_sync(full, c, 31);
         u32 j = 0xFFFFFFFFu;  // leaf column - cmin; invalid lanes group apart
         if (valid) {
           const u64 lc = static_cast<u64>(c) >> b;
           const bool inside = lc >= cmin && lc - cmin < csr_warp_span;
-          if (scout) bad |= !index_ok(c, a.cols) || (e > rp[row] && !(prev < c)) || !inside;
           j = inside ? static_cast<u32>(lc - cmin) : 0xFFFFFFFEu;
+          if (scout) bad |= !inside || !index_ok(c, a.cols);
         }
         if (scout) {
-          if (valid && j < csr_warp_span) seen[j / 64] |= u64{1} << (j % 64);
-          continue;
+          I prev = __shfl_up_sync(full, c, 1);  // the entry before e
+          if (lane == 0) prev = carry;
+          carry = __shfl_sync(full, c, 31);
+          const bool later = bitmap ? !((word >> lane) & 1u) : valid && e > rp[row_of(rp, nr, e)];
+          if (valid && later && !(prev < c)) bad = true;
         }
         const unsigned group = __match_any_sync(full, j);
         const bool counted = valid && j < csr_warp_span;
-        const u32 rank = counted ? count[j] + __popc(group & lower) : 0;
-        __syncwarp();
+        u32 rank = 0;
+        if (!scout) {
+          rank = counted ? count[j] + __popc(group & lower) : 0;
+          __syncwarp();
+        }
         if (counted && (group & lower) == 0) count[j] += __popc(group);
         __syncwarp();
         if constexpr (fill) {
-          const u32 lr = counted ? leaf_rank(present, j) : 0;
-          u32 t_leaf = 0, t_type = 0, t_count = 0;
-          u64 t_off = 0;
-          if (leaves_in_lanes) {  // every lane shuffles (the source lane differs)
-            t_leaf = __shfl_sync(full, lane_leaf, lr & 31u);
-            t_type = __shfl_sync(full, lane_type, lr & 31u);
-            t_count = __shfl_sync(full, lane_count, lr & 31u);
-            t_off = __shfl_sync(full, lane_off, lr & 31u);
-          } else if (counted) {
-            t_leaf = a.linv[a.seg_base[s] + lr];
-            t_type = a.ltype[t_leaf];
-            t_count = a.lcount[t_leaf];
-            t_off = a.loff[t_leaf];
+          const u32 row = bitmap && gapless ? rows_before + __popc(word & (full >> (31 - lane))) - 1 : row_of(rp, nr, e);
+          rows_before += __popc(word);
+          if (direct) {
+            const u32 lr = counted ? leaf_of[j] : 0u;
+            const u32 co = __shfl_sync(full, lane_coord, lr), vo = __shfl_sync(full, lane_value, lr);
+            if (counted) {
+              reinterpret_cast<std::uint16_t*>(a.pool + co)[rank] =
+                  static_cast<std::uint16_t>(row | ((static_cast<u32>(c) & (d - 1)) << 8));
+              reinterpret_cast<V*>(a.pool + vo)[rank] = vs[q];
+            }
+          } else {
+            const u32 lr = counted ? leaf_rank(present, j) : 0;
+            u32 t_leaf = 0, t_type = 0, t_count = 0;
+            u64 t_off = 0;
+            if (leaves_in_lanes) {  // every lane shuffles (the source lane differs)
+              t_leaf = __shfl_sync(full, lane_leaf, lr & 31u);
+              t_type = __shfl_sync(full, lane_type, lr & 31u);
+              t_count = __shfl_sync(full, lane_count, lr & 31u);
+              t_off = __shfl_sync(full, lane_off, lr & 31u);
+            } else if (counted) {
+              t_leaf = a.linv[a.seg_base[s] + lr];
+              t_type = a.ltype[t_leaf];
+              t_count = a.lcount[t_leaf];
+              t_off = a.loff[t_leaf];
+            }
+            if (counted)
+              put_leaf_entry(a, t_leaf, t_type, t_count, t_off, rank, r0 + row, static_cast<u64>(c), e, vs[q]);
           }
-          if (counted) put_leaf_entry(a, t_leaf, t_type, t_count, t_off, rank, r0 + row, static_cast<u64>(c), e, vs[q]);
         }
       }
     }
     if (scout) {
+      // The leaf columns met, and (at most csr_warp_leaves of them, where the
+      // caller keeps them) their entry counts, for the count pass to emit.
+      const bool any_bad = __any_sync(full, bad);
+      const bool record = a.seg_counts != nullptr;
       u32 leaves = 0;
-      for (u32 q = 0; q < csr_span_words; ++q) {
-        for (int o = 16; o > 0; o /= 2) seen[q] |= __shfl_xor_sync(full, seen[q], o);
-        leaves += __popcll(seen[q]);
+#pragma unroll 4
+      for (u32 j0 = 0; j0 < csr_warp_span; j0 += 32) {
+        const u32 cj = count[j0 + lane];
+        const unsigned met = __ballot_sync(full, cj != 0);
+        const u32 i = leaves + __popc(met & lower);
+        if (record && cj && i < csr_warp_leaves) a.seg_counts[s * csr_warp_leaves + i] = cj;
+        if (lane == 0) reinterpret_cast<u32*>(a.present + s * csr_span_words)[j0 / 32] = met;
+        leaves += __popc(met);
       }
-      if (__any_sync(full, bad)) {
+      if (any_bad) {
         if (lane == 0) atomicOr(a.fallback, 2u);
       } else if (lane == 0) {
-        a.taken[s] = 1;
+        a.taken[s] = record && leaves <= csr_warp_leaves ? csr_by_warp_counted : csr_by_warp;
         a.cmin[s] = cmin;
-        for (u32 q = 0; q < csr_span_words; ++q) a.present[s * csr_span_words + q] = seen[q];
         atomicAdd(a.totals, static_cast<unsigned long long>(leaves));
       }
     } else if (!fill) {
@@ -279,7 +399,7 @@ __global__ void __launch_bounds__(csr_warp_threads) csr_warp_rows_kernel(CsrBloc
         a.leaf_count[slot] = count[j];
       }
     }
-    __syncwarp();  // rp and count are reused by the next block row
+    __syncwarp();  // rp, count and the bitmap are reused by the next block row
   }
 }
 
