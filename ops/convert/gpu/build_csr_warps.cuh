@@ -258,7 +258,7 @@ __global__ void __launch_bounds__(csr_warp_threads) csr_warp_rows_kernel(CsrBloc
     u32 lane_leaf = 0, lane_type = 0, lane_count = 0, lane_coord = 0, lane_value = 0;
     u64 lane_off = 0;
     bool leaves_in_lanes = false, direct = false;
-    if (fill) {
+    if constexpr (fill) {
       const u32 leaves = leaf_rank(present, csr_warp_span);
       leaves_in_lanes = leaves <= 32;
       if (leaves_in_lanes && lane < leaves) {

@@ -316,7 +316,9 @@ TEST(ConvertGpu, ManyBlockRows) {
 // The CSR warp kernel's ways through a block row of d 128 (build_csr_warps.cuh):
 // the scout's kept leaf counts (at most 32 leaves) or the count pass's; the
 // row-start bitmap (at most 4096 entries) with or without empty rows, or the
-// search of the row pointers; leaves held by lanes or looked up.
+// search of the row pointers; leaves held by lanes (two stores an entry, or
+// the general writer where one is dense) or looked up. 1000 rows: the last
+// block row is partial.
 TEST(ConvertGpu, CsrWarpPaths) {
   const auto seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
@@ -324,33 +326,41 @@ TEST(ConvertGpu, CsrWarpPaths) {
   Stream stream;
   std::uniform_real_distribution<double> value(-4.0, 4.0);
   std::uniform_int_distribution<index_t> jitter(0, 63);
-  const index_t rows = 1024, cols = 128 * 400;  // 8 block rows
+  const index_t rows = 1000, cols = 128 * 400;
   // Each kept row has `per_leaf` entries in each of `leaves` leaf columns
-  // `stride` apart (inside the warp's 512), at random places in the leaf.
-  auto make = [&](index_t leaves, index_t stride, index_t per_leaf, index_t keep_every) {
-    Coo<double> c;
+  // `stride` apart (inside the warp's 512), at random places in the leaf;
+  // with `dense`, the first block row also fills leaf column 0 (a dense leaf).
+  auto make = [&]<class V>(V, index_t leaves, index_t stride, index_t per_leaf, index_t keep_every, bool dense) {
+    Coo<V> c;
     c.rows = rows;
     c.cols = cols;
     for (index_t r = 0; r < rows; ++r) {
       if (r % keep_every) continue;
+      if (dense && r < 128)
+        for (index_t k = 0; k < 128; ++k) c.push(r, k, static_cast<V>(value(rng)));
       for (index_t q = 0; q < leaves; ++q) {
         const index_t first = jitter(rng);
-        for (index_t k = 0; k < per_leaf; ++k) c.push(r, q * stride * 128 + first + k * 64 / per_leaf, value(rng));
+        for (index_t k = 0; k < per_leaf; ++k)
+          c.push(r, (q * stride + 1) * 128 + first + k * 64 / per_leaf, static_cast<V>(value(rng)));
       }
     }
     return c;
   };
   const BuildOptions d128{default_node_size, false};
-  check_input("5120 entries in 20 leaves a block row (kept counts, row pointers searched)", make(20, 5, 2, 1), d128, rng,
-              stream.get());
-  check_input("1280 entries in 20 leaves, every fourth row (kept counts, bitmap with empty rows)", make(20, 5, 2, 4),
+  check_input("5120 entries in 20 leaves a block row (kept counts, row pointers searched)", make(0.0, 20, 5, 2, 1, false),
               d128, rng, stream.get());
-  check_input("5120 entries in 40 leaves (counted again, leaves looked up)", make(40, 3, 1, 1), d128, rng,
+  check_input("1280 entries in 20 leaves, every fourth row (kept counts, bitmap with empty rows)",
+              make(0.0, 20, 5, 2, 4, false), d128, rng, stream.get());
+  check_input("5120 entries in 40 leaves (counted again, leaves looked up)", make(0.0, 40, 3, 1, 1, false), d128, rng,
               stream.get());
   check_input("1280 entries in 40 leaves, every fourth row (bitmap with empty rows, leaves looked up)",
-              make(40, 3, 1, 4), d128, rng, stream.get());
-  check_input("3072 entries in 12 leaves, no empty row (kept counts, bitmap, rows by popcount)", make(12, 9, 2, 1),
-              d128, rng, stream.get());
+              make(0.0, 40, 3, 1, 4, false), d128, rng, stream.get());
+  check_input("3072 entries in 12 leaves, no empty row (kept counts, bitmap, rows by popcount)",
+              make(0.0, 12, 9, 2, 1, false), d128, rng, stream.get());
+  check_input("f32, 3072 entries in 12 leaves, no empty row", make(0.0f, 12, 9, 2, 1, false), d128, rng, stream.get());
+  check_input("f32, 5120 entries in 20 leaves", make(0.0f, 20, 5, 2, 1, false), d128, rng, stream.get());
+  check_input("f32, a dense leaf beside 12 sparse ones (leaves in lanes, the general writer)",
+              make(0.0f, 12, 9, 2, 1, true), d128, rng, stream.get());
 }
 
 // Scattered entries in large sparse matrices: the builder's rule makes COOW (wide) nodes.
