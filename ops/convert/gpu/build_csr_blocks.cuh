@@ -308,8 +308,7 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   count_by_leaf.release();
   w.phase("leaves sorted");
   plan_skeleton<V>(w, k, options);
-  DeviceBytes pool(k.bytes);
-  cuda_check(cudaMemsetAsync(pool.get(), 0, k.bytes, st), "cudaMemsetAsync(pool)");
+  DeviceBytes pool = allocate_pool<V>(w, k);
   CsrWideEntries wide;
   if (k.coow_nodes) {
     wide.owner = Array<u32>(w, n);
