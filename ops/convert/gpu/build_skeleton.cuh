@@ -149,27 +149,55 @@ void plan_skeleton(WorkMemory& w, Skeleton& k, const BuildOptions& options) {
     exclusive_sum(w, k.lbytes.get(), loff.get(), NL + 1);
     k.lbytes = std::move(loff);
   }
-  u64 bytes = k.leaf_base + read_back(w, k.lbytes.get() + NL, "read leaf bytes");
+  // Every level's offsets, then their totals (and the COOW nodes' count) in
+  // one read-back (perf-log C20): [0] the leaves' bytes, [1 + l] level l's,
+  // [L] the COOW nodes.
   for (u32 l = L - 1; l-- > 0;) {
     Level& v = k.lv[l];
     Array<u64> off(w, v.nodes + 1);
     exclusive_sum(w, v.bytes.get(), off.get(), v.nodes + 1);
     v.bytes = std::move(off);
+  }
+  Array<u64> sums(w, L + 1);
+  cuda_check(cudaMemsetAsync(sums.get(), 0, (L + 1) * sizeof(u64), st), "cudaMemsetAsync");
+  level_totals_kernel<<<1, 32, 0, st>>>(k.lbytes.get() + NL, sums.get());
+  for (u32 l = 0; l + 1 < L; ++l)
+    level_totals_kernel<<<1, 32, 0, st>>>(k.lv[l].bytes.get() + k.lv[l].nodes, sums.get() + 1 + l);
+  if (wide) {
+    static_assert(sizeof(u64) == sizeof(unsigned long long));
+    count_coow_kernel<<<blocks_for(k.lv[L - 2].nodes), 256, 0, st>>>(
+        k.lv[L - 2].type.get(), k.lv[L - 2].nodes, reinterpret_cast<unsigned long long*>(sums.get() + L));
+  }
+  w.check_launch("level totals");
+  const std::vector<u64> totals = read_back_n(w, sums.get(), L + 1, "read level bytes");
+  u64 bytes = k.leaf_base + totals[0];
+  for (u32 l = L - 1; l-- > 0;) {
+    Level& v = k.lv[l];
     v.base = bytes;
-    v.total = read_back(w, v.bytes.get() + v.nodes, "read level bytes");
+    v.total = totals[1 + l];
     bytes += v.total;
   }
   if (bytes > max_pool_bytes)
     throw LimitError("matrix needs a node pool of " + std::to_string(bytes) +
                      " bytes, over the 4 GiB limit of 32-bit child references");
   k.bytes = bytes;
-  if (wide) {
-    Array<unsigned long long> c(w, 1);
-    cuda_check(cudaMemsetAsync(c.get(), 0, sizeof(unsigned long long), st), "cudaMemsetAsync");
-    count_coow_kernel<<<blocks_for(k.lv[L - 2].nodes), 256, 0, st>>>(k.lv[L - 2].type.get(), k.lv[L - 2].nodes, c.get());
-    k.coow_nodes = read_back(w, c.get(), "read COOW count");
-  }
+  if (wide) k.coow_nodes = totals[L];
   w.phase("offsets");
+}
+
+// A level's total bytes (its offsets' last element) copied into the
+// skeleton's sums, so that all of them come back in one copy.
+__global__ void level_totals_kernel(const u64* last_offset, u64* sum) {
+  if (threadIdx.x == 0) *sum = *last_offset;
+}
+
+// The pool header, with the root reference of the node at base + offset[0]
+// of type type[0].
+__global__ void pool_header_kernel(PoolHeader h, u64 base, const u64* offset, const std::uint8_t* type,
+                                   std::byte* pool) {
+  if (threadIdx.x != 0) return;
+  h.root = make_ref(base + offset[0], static_cast<NodeType>(type[0]));
+  *reinterpret_cast<PoolHeader*>(pool) = h;
 }
 
 // The bytes of a leaf that no fill writes, zeroed (one warp per leaf): a
@@ -253,20 +281,17 @@ NodeRef finish_pool(WorkMemory& w, const Skeleton& k, std::byte* pool, const Bui
     w.check_launch("inner fill kernel");
   }
   w.phase("inner fill");
-  // The root is level 0's only node (the only leaf for depth 1).
-  NodeRef root;
-  if (L == 1) {
-    root = make_ref(k.leaf_base + read_back(w, k.lbytes.get(), "read root"),
-                    static_cast<NodeType>(read_back(w, k.ltype.get(), "read root")));
-  } else {
-    root = make_ref(k.lv[0].base + read_back(w, k.lv[0].bytes.get(), "read root"),
-                    static_cast<NodeType>(read_back(w, k.lv[0].type.get(), "read root")));
-  }
-  const PoolHeader h{pool_magic, root, static_cast<std::uint8_t>(b), static_cast<std::uint8_t>(L), sizeof(V),
+  // The header written on the device, its root (level 0's only node, the
+  // only leaf for depth 1) read back from it: one round trip for the build's
+  // last step.
+  const PoolHeader h{pool_magic, 0, static_cast<std::uint8_t>(b), static_cast<std::uint8_t>(L), sizeof(V),
                      options.wide_nodes ? pool_flag_wide : std::uint8_t{0}, 0};
-  cuda_check(cudaMemcpyAsync(pool, &h, sizeof(h), cudaMemcpyHostToDevice, st), "cudaMemcpyAsync(pool header)");
-  w.sync("cudaStreamSynchronize(GPU build)");
-  return root;
+  if (L == 1)
+    pool_header_kernel<<<1, 32, 0, st>>>(h, k.leaf_base, k.lbytes.get(), k.ltype.get(), pool);
+  else
+    pool_header_kernel<<<1, 32, 0, st>>>(h, k.lv[0].base, k.lv[0].bytes.get(), k.lv[0].type.get(), pool);
+  w.check_launch("pool header kernel");
+  return NodeRef{read_back(w, reinterpret_cast<const u32*>(pool) + 1, "read root")};
 }
 
 }  // namespace hisparse::ops::convert_detail
