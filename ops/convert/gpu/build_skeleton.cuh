@@ -75,6 +75,21 @@ void choose_leaves(WorkMemory& w, Skeleton& k, const u32* lperm, const u32* coun
   w.check_launch("leaf choice kernel");
 }
 
+// A level's total bytes (its offsets' last element) copied into the
+// skeleton's sums, so that all of them come back in one copy.
+__global__ void level_totals_kernel(const u64* last_offset, u64* sum) {
+  if (threadIdx.x == 0) *sum = *last_offset;
+}
+
+// The pool header, with the root reference of the node at base + offset[0]
+// of type type[0].
+__global__ void pool_header_kernel(PoolHeader h, u64 base, const u64* offset, const std::uint8_t* type,
+                                   std::byte* pool) {
+  if (threadIdx.x != 0) return;
+  h.root = make_ref(base + offset[0], static_cast<NodeType>(type[0]));
+  *reinterpret_cast<PoolHeader*>(pool) = h;
+}
+
 // The upper levels top-down (COOW by the canonical rule), then every node's
 // offset bottom-up and the pool's size.
 template <class V>
@@ -183,21 +198,6 @@ void plan_skeleton(WorkMemory& w, Skeleton& k, const BuildOptions& options) {
   k.bytes = bytes;
   if (wide) k.coow_nodes = totals[L];
   w.phase("offsets");
-}
-
-// A level's total bytes (its offsets' last element) copied into the
-// skeleton's sums, so that all of them come back in one copy.
-__global__ void level_totals_kernel(const u64* last_offset, u64* sum) {
-  if (threadIdx.x == 0) *sum = *last_offset;
-}
-
-// The pool header, with the root reference of the node at base + offset[0]
-// of type type[0].
-__global__ void pool_header_kernel(PoolHeader h, u64 base, const u64* offset, const std::uint8_t* type,
-                                   std::byte* pool) {
-  if (threadIdx.x != 0) return;
-  h.root = make_ref(base + offset[0], static_cast<NodeType>(type[0]));
-  *reinterpret_cast<PoolHeader*>(pool) = h;
 }
 
 // The bytes of a leaf that no fill writes, zeroed (one warp per leaf): a
