@@ -123,8 +123,7 @@ DeviceMatrix<V> build_from_sorted(WorkMemory& w, SortedEntries<V> s, const Shape
 
   // 5. The pool: entries into leaves; under COOW nodes into wide positions,
   // sorted per node.
-  DeviceBytes pool(k.bytes);
-  cuda_check(cudaMemsetAsync(pool.get(), 0, k.bytes, st), "cudaMemsetAsync(pool)");
+  DeviceBytes pool = allocate_pool<V>(w, k);
   auto* p = pool.as<std::byte>();
   WideEntries wide = wide_entries(w, k, U);
   LeafFill f{leaf_of.get(), leaf_start.get(), k.linv.get(), k.ltype.get(), k.lcount.get(), k.lbytes.get(),

@@ -3,6 +3,8 @@
 // from the leaves in tree order (tree keys, entry counts, node choices) to the
 // upper levels, the offsets of every node, and finally the child references
 // and the pool header. The entries themselves are written by the paths.
+#include <algorithm>
+#include <cstdlib>
 #include <utility>
 #include <vector>
 
@@ -71,6 +73,21 @@ void choose_leaves(WorkMemory& w, Skeleton& k, const u32* lperm, const u32* coun
   leaf_choice_kernel<V><<<blocks_for(NL), 256, 0, w.stream()>>>(lperm, count_by_leaf, NL, k.b, k.lcount.get(),
                                                                 k.ltype.get(), k.lbytes.get(), k.linv.get());
   w.check_launch("leaf choice kernel");
+}
+
+// A level's total bytes (its offsets' last element) copied into the
+// skeleton's sums, so that all of them come back in one copy.
+__global__ void level_totals_kernel(const u64* last_offset, u64* sum) {
+  if (threadIdx.x == 0) *sum = *last_offset;
+}
+
+// The pool header, with the root reference of the node at base + offset[0]
+// of type type[0].
+__global__ void pool_header_kernel(PoolHeader h, u64 base, const u64* offset, const std::uint8_t* type,
+                                   std::byte* pool) {
+  if (threadIdx.x != 0) return;
+  h.root = make_ref(base + offset[0], static_cast<NodeType>(type[0]));
+  *reinterpret_cast<PoolHeader*>(pool) = h;
 }
 
 // The upper levels top-down (COOW by the canonical rule), then every node's
@@ -147,27 +164,96 @@ void plan_skeleton(WorkMemory& w, Skeleton& k, const BuildOptions& options) {
     exclusive_sum(w, k.lbytes.get(), loff.get(), NL + 1);
     k.lbytes = std::move(loff);
   }
-  u64 bytes = k.leaf_base + read_back(w, k.lbytes.get() + NL, "read leaf bytes");
+  // Every level's offsets, then their totals (and the COOW nodes' count) in
+  // one read-back (perf-log C20): [0] the leaves' bytes, [1 + l] level l's,
+  // [L] the COOW nodes.
   for (u32 l = L - 1; l-- > 0;) {
     Level& v = k.lv[l];
     Array<u64> off(w, v.nodes + 1);
     exclusive_sum(w, v.bytes.get(), off.get(), v.nodes + 1);
     v.bytes = std::move(off);
+  }
+  Array<u64> sums(w, L + 1);
+  cuda_check(cudaMemsetAsync(sums.get(), 0, (L + 1) * sizeof(u64), st), "cudaMemsetAsync");
+  level_totals_kernel<<<1, 32, 0, st>>>(k.lbytes.get() + NL, sums.get());
+  for (u32 l = 0; l + 1 < L; ++l)
+    level_totals_kernel<<<1, 32, 0, st>>>(k.lv[l].bytes.get() + k.lv[l].nodes, sums.get() + 1 + l);
+  if (wide) {
+    static_assert(sizeof(u64) == sizeof(unsigned long long));
+    count_coow_kernel<<<blocks_for(k.lv[L - 2].nodes), 256, 0, st>>>(
+        k.lv[L - 2].type.get(), k.lv[L - 2].nodes, reinterpret_cast<unsigned long long*>(sums.get() + L));
+  }
+  w.check_launch("level totals");
+  const std::vector<u64> totals = read_back_n(w, sums.get(), L + 1, "read level bytes");
+  u64 bytes = k.leaf_base + totals[0];
+  for (u32 l = L - 1; l-- > 0;) {
+    Level& v = k.lv[l];
     v.base = bytes;
-    v.total = read_back(w, v.bytes.get() + v.nodes, "read level bytes");
+    v.total = totals[1 + l];
     bytes += v.total;
   }
   if (bytes > max_pool_bytes)
     throw LimitError("matrix needs a node pool of " + std::to_string(bytes) +
                      " bytes, over the 4 GiB limit of 32-bit child references");
   k.bytes = bytes;
-  if (wide) {
-    Array<unsigned long long> c(w, 1);
-    cuda_check(cudaMemsetAsync(c.get(), 0, sizeof(unsigned long long), st), "cudaMemsetAsync");
-    count_coow_kernel<<<blocks_for(k.lv[L - 2].nodes), 256, 0, st>>>(k.lv[L - 2].type.get(), k.lv[L - 2].nodes, c.get());
-    k.coow_nodes = read_back(w, c.get(), "read COOW count");
-  }
+  if (wide) k.coow_nodes = totals[L];
   w.phase("offsets");
+}
+
+// The bytes of a leaf that no fill writes, zeroed (one warp per leaf): a
+// sparse leaf's padding (between its count and coordinates, after its
+// coordinates, after its values), a dense leaf whole (its mask is OR-ed
+// into, its absent cells stay zero); a leaf dropped under a COOW node has no
+// bytes.
+template <class V>
+__global__ void clear_leaf_gaps_kernel(const std::uint8_t* ltype, const u32* lcount, const u64* loff, u64 NL,
+                                       u64 base, std::byte* pool) {
+  const u32 lane = threadIdx.x % 32;
+  const u64 warps = u64(gridDim.x) * blockDim.x / 32;
+  for (u64 t = (u64(blockIdx.x) * blockDim.x + threadIdx.x) / 32; t < NL; t += warps) {
+    const u64 off = loff[t], size = loff[t + 1] - off;
+    if (size == 0) continue;
+    std::byte* node = pool + base + off;
+    if (ltype[t] == static_cast<std::uint8_t>(NodeType::dense)) {
+      for (u64 i = lane; i < size / 16; i += 32) reinterpret_cast<uint4*>(node)[i] = uint4{0, 0, 0, 0};
+      continue;
+    }
+    const u32 n = lcount[t];
+    const CooLayout l = coo_layout(static_cast<NodeType>(ltype[t]), n, sizeof(V));
+    // Three gaps, numbered through: [4, co), [co + 2n, vo), [vo + s·n, bytes).
+    const u32 g0 = l.coord_offset - 4, g1_at = l.coord_offset + 2 * n, g1 = l.value_offset - g1_at,
+              g2_at = l.value_offset + static_cast<u32>(sizeof(V)) * n, g2 = l.bytes - g2_at;
+    for (u32 i = lane; i < g0 + g1 + g2; i += 32) {
+      const u32 at = i < g0 ? 4 + i : i < g0 + g1 ? g1_at + (i - g0) : g2_at + (i - g0 - g1);
+      node[at] = std::byte{0};
+    }
+  }
+}
+
+// The pool, allocated for the fills: instead of clearing all of it (a
+// memset of the whole pool, 0.15-0.2 ms on the large families: perf-log
+// C19), the leaves' gaps are cleared and the inner nodes (after the leaves;
+// their fill writes child references only) are cleared whole. The pool
+// header is written last by finish_pool. HISPARSE_POISON_POOLS (set by the
+// GPU test binaries) fills the allocation with 0xA5 first, so that a byte
+// no step writes shows in the tests' byte-for-byte comparisons.
+template <class V>
+DeviceBytes allocate_pool(WorkMemory& w, const Skeleton& k) {
+  const cudaStream_t st = w.stream();
+  DeviceBytes pool(k.bytes);
+  static const bool poison = std::getenv("HISPARSE_POISON_POOLS") != nullptr;
+  if (poison) cuda_check(cudaMemsetAsync(pool.get(), 0xA5, k.bytes, st), "cudaMemsetAsync(pool poison)");
+  auto* p = pool.as<std::byte>();
+  const u64 leaf_end = k.L >= 2 ? k.lv[k.L - 2].base : k.bytes;
+  if (k.NL > 0) {
+    const u64 blocks = std::min<u64>((k.NL + 7) / 8, u64{1} << 20);
+    clear_leaf_gaps_kernel<V><<<static_cast<unsigned>(blocks), 256, 0, st>>>(k.ltype.get(), k.lcount.get(),
+                                                                            k.lbytes.get(), k.NL, k.leaf_base, p);
+    w.check_launch("leaf gap kernel");
+  }
+  if (k.bytes > leaf_end)
+    cuda_check(cudaMemsetAsync(p + leaf_end, 0, k.bytes - leaf_end, st), "cudaMemsetAsync(inner nodes)");
+  return pool;
 }
 
 // Child references level by level, then the header; returns the root.
@@ -195,20 +281,17 @@ NodeRef finish_pool(WorkMemory& w, const Skeleton& k, std::byte* pool, const Bui
     w.check_launch("inner fill kernel");
   }
   w.phase("inner fill");
-  // The root is level 0's only node (the only leaf for depth 1).
-  NodeRef root;
-  if (L == 1) {
-    root = make_ref(k.leaf_base + read_back(w, k.lbytes.get(), "read root"),
-                    static_cast<NodeType>(read_back(w, k.ltype.get(), "read root")));
-  } else {
-    root = make_ref(k.lv[0].base + read_back(w, k.lv[0].bytes.get(), "read root"),
-                    static_cast<NodeType>(read_back(w, k.lv[0].type.get(), "read root")));
-  }
-  const PoolHeader h{pool_magic, root, static_cast<std::uint8_t>(b), static_cast<std::uint8_t>(L), sizeof(V),
+  // The header written on the device, its root (level 0's only node, the
+  // only leaf for depth 1) read back from it: one round trip for the build's
+  // last step.
+  const PoolHeader h{pool_magic, 0, static_cast<std::uint8_t>(b), static_cast<std::uint8_t>(L), sizeof(V),
                      options.wide_nodes ? pool_flag_wide : std::uint8_t{0}, 0};
-  cuda_check(cudaMemcpyAsync(pool, &h, sizeof(h), cudaMemcpyHostToDevice, st), "cudaMemcpyAsync(pool header)");
-  w.sync("cudaStreamSynchronize(GPU build)");
-  return root;
+  if (L == 1)
+    pool_header_kernel<<<1, 32, 0, st>>>(h, k.leaf_base, k.lbytes.get(), k.ltype.get(), pool);
+  else
+    pool_header_kernel<<<1, 32, 0, st>>>(h, k.lv[0].base, k.lv[0].bytes.get(), k.lv[0].type.get(), pool);
+  w.check_launch("pool header kernel");
+  return NodeRef{read_back(w, reinterpret_cast<const u32*>(pool) + 1, "read root")};
 }
 
 }  // namespace hisparse::ops::convert_detail

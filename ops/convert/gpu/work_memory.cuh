@@ -186,6 +186,16 @@ T read_back(WorkMemory& w, const T* p, const char* what) {
   return v;
 }
 
+// n elements back to the host in one copy and one synchronisation: a step's
+// counters read together instead of one round trip each (perf-log C20).
+template <class T>
+std::vector<T> read_back_n(WorkMemory& w, const T* p, std::size_t n, const char* what) {
+  std::vector<T> v(n);
+  cuda_check(cudaMemcpyAsync(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost, w.stream()), what);
+  w.sync(what);
+  return v;
+}
+
 // CUB calls (CUB_NS_QUALIFIER: this unit wraps CUB in its own namespace, see
 // ops/meson.build): query the temporary storage, hold it (counted), run.
 template <class Call>
