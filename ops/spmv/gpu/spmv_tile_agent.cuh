@@ -54,6 +54,12 @@ struct alignas(16) TileUnit {
 };
 static_assert(sizeof(TileUnit) == 16, "one 16-byte load per unit");
 
+// A unit from its raw 16 bytes (run_tile keeps the next descriptor raw).
+__device__ inline TileUnit as_unit(const uint4& w) {
+  return {w.x, static_cast<std::uint16_t>(w.y), static_cast<std::uint16_t>(w.y >> 16), w.z,
+          static_cast<std::uint16_t>(w.w), static_cast<std::uint16_t>(w.w >> 16)};
+}
+
 // One- and two-entry leaves (COO1, COO2) are not units of their own: a
 // tile's output block gathers their entries, up to 32 in a *gather unit*
 // (ref == gather_ref, count entries from the record at in_block), one
@@ -106,8 +112,9 @@ struct TileView {
 // A unit is part of a COO4 or dense leaf: one- and two-entry leaves are
 // gathered (gather_ref). Absent cells of a dense leaf add nothing (not
 // 0 * x, which would turn an infinite x into NaN). (Reading the next unit's
-// entries while this unit's x is gathered was slower: the kernel is bound by
-// issue and by registers, perf-log 20.)
+// entries while this unit's x is gathered was slower, into registers
+// (perf-log 20: 32 registers, spills) and into shared memory by cp.async
+// (perf-log 24: the kernel is bound by L2 throughput, not by latency).)
 template <class V, bool Transposed>
 __device__ inline void add_unit(const TileUnit& u, std::uint32_t lane, const SpmvState<V>& st, V* acc) {
   const std::uint32_t b = st.log2d;
@@ -118,11 +125,11 @@ __device__ inline void add_unit(const TileUnit& u, std::uint32_t lane, const Spm
   V a[4] = {};
   std::uint32_t w0 = 0, w1 = 0;
   if (active) {
-    load4(reinterpret_cast<const V*>(node + 4u * u.value_offset4) + first, a);
+    load4_streamed(reinterpret_cast<const V*>(node + 4u * u.value_offset4) + first, a);
     if (type == NodeType::dense) {
       w0 = (reinterpret_cast<const std::uint8_t*>(node)[first >> 3] >> (first & 7u)) & 0xFu;
     } else {
-      const uint2 cw = reinterpret_cast<const uint2*>(node + 8)[first / 4];
+      const uint2 cw = load_coords_streamed<V>(reinterpret_cast<const uint2*>(node + 8) + first / 4);
       w0 = cw.x;
       w1 = cw.y;
     }
@@ -190,11 +197,15 @@ __device__ inline void run_tile(const TileView<V>& tv, std::uint32_t t, std::uin
   const std::uint32_t outputs = tile.blocks << st.log2d;
   for (std::uint32_t i = lane; i < outputs; i += 32) acc[i] = V(0);
   __syncwarp();
-  // The next unit's descriptor is loaded before this one's entries are used.
-  TileUnit next = tile.unit_begin < unit_end ? tv.units[tile.unit_begin] : TileUnit{};
+  // The next unit's descriptor is loaded before this one's entries are
+  // used, as 16 raw bytes: loaded as a TileUnit, the compiler merged its
+  // 16-bit halves into registers right after the load, which waited for it
+  // (6% of the stencil's stall samples, perf-log 24).
+  const auto* raw = reinterpret_cast<const uint4*>(tv.units);
+  uint4 next = tile.unit_begin < unit_end ? raw[tile.unit_begin] : uint4{};
   for (std::uint32_t u = tile.unit_begin; u < unit_end; ++u) {
-    const TileUnit unit = next;
-    if (u + 1 < unit_end) next = tv.units[u + 1];
+    const TileUnit unit = as_unit(next);
+    if (u + 1 < unit_end) next = raw[u + 1];
     if (unit.ref == gather_ref) {
       if (lane < unit.count) {
         const GatherEntry g = tv.gathered[unit.in_block + lane];
