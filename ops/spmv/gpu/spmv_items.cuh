@@ -86,12 +86,16 @@ __device__ inline void load4(const double* p, double (&a)[4]) {
   a[0] = u.x; a[1] = u.y; a[2] = v.x; a[3] = v.y;
 }
 
-// The same from the pool's stream, read once: in f64, __ldcs (evict-first)
-// keeps the lines from pushing x out of the caches (the Laplacian 4096^2's
-// tile SpMV -6%); in f32 it cost 1-2% (perf-log 24), so f32 loads plainly.
+// Loads of the pool's stream, read once: in f64 with __ldcs (evict-first),
+// which keeps the lines from pushing x out of the caches (the Laplacian
+// 4096^2's tile SpMV -6%); in f32 that cost 1-2% (perf-log 24), so f32
+// loads plainly. One policy for the values and the coordinates.
+template <class V>
+inline constexpr bool evict_first_entries = sizeof(V) == 8;
+
 template <class V>
 __device__ inline void load4_streamed(const V* p, V (&a)[4]) {
-  if constexpr (sizeof(V) == 8) {
+  if constexpr (evict_first_entries<V>) {
     const double2 u = __ldcs(reinterpret_cast<const double2*>(p)), v = __ldcs(reinterpret_cast<const double2*>(p) + 1);
     a[0] = u.x; a[1] = u.y; a[2] = v.x; a[3] = v.y;
   } else {
@@ -100,7 +104,7 @@ __device__ inline void load4_streamed(const V* p, V (&a)[4]) {
 }
 template <class V>
 __device__ inline uint2 load_coords_streamed(const uint2* p) {
-  if constexpr (sizeof(V) == 8) return __ldcs(p);
+  if constexpr (evict_first_entries<V>) return __ldcs(p);
   else return *p;
 }
 
