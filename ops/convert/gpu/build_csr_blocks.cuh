@@ -256,6 +256,7 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   cuda_check(cudaMemsetAsync(counters.get(), 0, 6 * sizeof(unsigned long long), st), "cudaMemsetAsync");
   static_assert(std::endian::native == std::endian::little, "the fallback flags are counters[0]'s low half");
   unsigned* fallback = reinterpret_cast<unsigned*>(counters.get());
+  const auto falls_back = [](unsigned long long counters0) { return (counters0 & 0xFFFFFFFFull) != 0; };
   unsigned long long *counter = counters.get() + 1, *totals = counters.get() + 2;
   Array<u32> seg_base(w, segments);
   Array<std::uint8_t> taken(w, segments);
@@ -282,7 +283,7 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   a.block_count = block_count;
   launch_csr_warp_rows<V, I, CsrWarpPass::scout>(w, a);
   const std::vector<unsigned long long> scouted = read_back_n(w, counters.get(), 6, "read CSR scout counters");
-  if ((scouted[0] & 0xFFFFFFFFull) != 0) return std::nullopt;
+  if (falls_back(scouted[0])) return std::nullopt;
   const u64 n_long = scouted[4];
   a.n_block_rows = scouted[5];
   // Room for the warp kernel's leaves and a leaf per entry of the other block rows.
@@ -299,7 +300,7 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   // rows, the flags first: they are sorted only for a matrix that does not
   // fall back (and refuse bad rows themselves).
   std::vector<unsigned long long> counted = read_back_n(w, counters.get(), 2, "read CSR leaf count");
-  if ((counted[0] & 0xFFFFFFFFull) != 0) return std::nullopt;
+  if (falls_back(counted[0])) return std::nullopt;
   seg_counts.release();
   a.seg_counts = nullptr;
   LongRows long_part;

@@ -165,7 +165,7 @@ __global__ void __launch_bounds__(csr_warp_threads) csr_warp_rows_kernel(CsrBloc
   for (u64 s = u64(blockIdx.x) * warps + warp; s < a.segments; s += u64(gridDim.x) * warps) {
     const std::uint8_t taken = scout ? csr_by_block : a.taken[s];
     if (!scout && taken != csr_by_warp && taken != csr_by_warp_counted) continue;  // uniform across the warp
-    if (lane < csr_span_words) present[lane] = scout ? 0 : a.present[s * csr_span_words + lane];
+    if (!scout && lane < csr_span_words) present[lane] = a.present[s * csr_span_words + lane];  // the scout writes a.present, never reads these
     if (Pass == CsrWarpPass::count && taken == csr_by_warp_counted) {
       // The scout kept this block row's leaf counts: its leaves without a read of the CSR.
       __syncwarp();

@@ -75,12 +75,6 @@ void choose_leaves(WorkMemory& w, Skeleton& k, const u32* lperm, const u32* coun
   w.check_launch("leaf choice kernel");
 }
 
-// A level's total bytes (its offsets' last element) copied into the
-// skeleton's sums, so that all of them come back in one copy.
-__global__ void level_totals_kernel(const u64* last_offset, u64* sum) {
-  if (threadIdx.x == 0) *sum = *last_offset;
-}
-
 // The pool header, with the root reference of the node at base + offset[0]
 // of type type[0].
 __global__ void pool_header_kernel(PoolHeader h, u64 base, const u64* offset, const std::uint8_t* type,
@@ -173,11 +167,15 @@ void plan_skeleton(WorkMemory& w, Skeleton& k, const BuildOptions& options) {
     exclusive_sum(w, v.bytes.get(), off.get(), v.nodes + 1);
     v.bytes = std::move(off);
   }
+  // Each level's total bytes (its offsets' last element) and the COOW count
+  // side by side, so that all of them come back in one copy.
   Array<u64> sums(w, L + 1);
-  cuda_check(cudaMemsetAsync(sums.get(), 0, (L + 1) * sizeof(u64), st), "cudaMemsetAsync");
-  level_totals_kernel<<<1, 32, 0, st>>>(k.lbytes.get() + NL, sums.get());
-  for (u32 l = 0; l + 1 < L; ++l)
-    level_totals_kernel<<<1, 32, 0, st>>>(k.lv[l].bytes.get() + k.lv[l].nodes, sums.get() + 1 + l);
+  const auto level_total = [&](const u64* last, u64* to) {
+    cuda_check(cudaMemcpyAsync(to, last, sizeof(u64), cudaMemcpyDeviceToDevice, st), "cudaMemcpyAsync(level bytes)");
+  };
+  level_total(k.lbytes.get() + NL, sums.get());
+  for (u32 l = 0; l + 1 < L; ++l) level_total(k.lv[l].bytes.get() + k.lv[l].nodes, sums.get() + 1 + l);
+  cuda_check(cudaMemsetAsync(sums.get() + L, 0, sizeof(u64), st), "cudaMemsetAsync");
   if (wide) {
     static_assert(sizeof(u64) == sizeof(unsigned long long));
     count_coow_kernel<<<blocks_for(k.lv[L - 2].nodes), 256, 0, st>>>(
@@ -286,10 +284,10 @@ NodeRef finish_pool(WorkMemory& w, const Skeleton& k, std::byte* pool, const Bui
   // last step.
   const PoolHeader h{pool_magic, 0, static_cast<std::uint8_t>(b), static_cast<std::uint8_t>(L), sizeof(V),
                      options.wide_nodes ? pool_flag_wide : std::uint8_t{0}, 0};
-  if (L == 1)
-    pool_header_kernel<<<1, 32, 0, st>>>(h, k.leaf_base, k.lbytes.get(), k.ltype.get(), pool);
-  else
-    pool_header_kernel<<<1, 32, 0, st>>>(h, k.lv[0].base, k.lv[0].bytes.get(), k.lv[0].type.get(), pool);
+  const bool leaf_root = L == 1;
+  pool_header_kernel<<<1, 32, 0, st>>>(h, leaf_root ? k.leaf_base : k.lv[0].base,
+                                       leaf_root ? k.lbytes.get() : k.lv[0].bytes.get(),
+                                       leaf_root ? k.ltype.get() : k.lv[0].type.get(), pool);
   w.check_launch("pool header kernel");
   return NodeRef{read_back(w, reinterpret_cast<const u32*>(pool) + 1, "read root")};
 }
