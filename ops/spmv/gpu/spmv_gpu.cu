@@ -125,14 +125,22 @@ __global__ void __launch_bounds__(plan_block, 8) run_plan_wide(PlanBins p, SpmvS
 
 // The standard leaves by output tiles (spmv_tile_agent.cuh): writes every
 // output of y once, beta included. One instance per orientation: with the
-// orientation known at compile time the kernel fits 32 registers without
+// orientation known at compile time the f32 kernel fits 32 registers without
 // spilling, and A's COO4 runs take the path without atomics (perf-log 20).
+// f64 spills at 8 blocks an SM; its SpMV^T runs 6 blocks of 40 registers
+// (7-12% faster), its SpMV stays at 8 (6 blocks lost 7% on the stencil and
+// the circuit, perf-log 25).
 template <class V, bool Transposed>
-__global__ void __launch_bounds__(tile_threads, 8) run_tiles(TileView<V> tv, std::uint64_t tiles, SpmvState<V> st,
-                                                             V beta) {
-  __shared__ __align__(16) V acc[tile_warps][tile_max_outputs];
-  const std::uint64_t t = std::uint64_t{blockIdx.x} * tile_warps + threadIdx.x / 32;
-  if (t < tiles) run_tile<V, Transposed>(tv, static_cast<std::uint32_t>(t), threadIdx.x % 32, st, beta, acc[threadIdx.x / 32]);
+inline constexpr int tile_blocks_per_sm = sizeof(V) == 8 && Transposed ? 6 : 8;
+template <class V, bool Transposed>
+__global__ void __launch_bounds__(tile_threads, tile_blocks_per_sm<V, Transposed>)
+    run_tiles(TileView<V> tv, std::uint64_t tiles, SpmvState<V> st, V beta) {
+  __shared__ __align__(16) TileShared<V> sh;
+  if (threadIdx.x < tile_warps) sh.arrivals[threadIdx.x] = 0;
+  __syncthreads();
+  const std::uint32_t w = threadIdx.x / 32;
+  const std::uint64_t t = std::uint64_t{blockIdx.x} * tile_warps + w;
+  if (t < tiles) run_tile<V, Transposed>(tv, static_cast<std::uint32_t>(t), w, threadIdx.x % 32, st, beta, sh);
 }
 
 // SpMV^T of wide nodes: whole-block chunks summed per column in shared memory

@@ -12,9 +12,10 @@
 //    blocks place every unit and gathered entry;
 // 3. the output blocks cut into tiles of at most `tile_units` units and
 //    tile_max_outputs outputs, a block with more units than that split over
-//    several tiles. The cut is greedy inside runs of `chunk_blocks` output
-//    blocks, a warp per run (counted, scanned, then written), so a tile
-//    never spans two runs.
+//    several tiles (up to tile_warps of them a power of two, aligned so that
+//    they are warps of one thread block, with empty tiles as padding). The
+//    cut is greedy inside runs of `chunk_blocks` output blocks, a warp per
+//    run (counted, scanned, then written), so a tile never spans two runs.
 // Steps 1 and 2 and the cut's counting run back to back (the fill test's
 // totals read first where the test may fail); one download then sizes the
 // plan's allocation, and the writing follows without another
@@ -38,8 +39,8 @@
 
 namespace hisparse::ops::spmv_gpu {
 
-// One orientation's tiles, units, split groups (a counter and d sums per
-// slot) and gathered entries, carved from one allocation (with the
+// One orientation's tiles, units, split groups (a counter each; d sums for
+// each group split over many thread blocks) and gathered entries, carved from one allocation (with the
 // synchronous allocator each cudaMalloc costs tens of microseconds).
 template <class V>
 struct TilePlan {

@@ -15,12 +15,13 @@
 //
 // An output block with more units than one tile should take (a stencil's
 // block row, a circuit's dense line) is split over several tiles, whose sums
-// meet in global memory: the last one to arrive (a counter per split block,
-// reset by that last tile for the next call) writes y (run_tile). Wide
-// (COOW) nodes are not in tiles: their kernels run after this one and add
-// into y with atomics. Since the counters and a split block's sums live in
-// the plan, two calls of one plan must not run at the same time (they are
-// ordered on the plan's stream).
+// meet where the last one to arrive writes y (run_tile): in shared memory
+// when the parts are warps of one thread block (up to tile_warps parts), in
+// a global slot otherwise (a counter per split block, reset by that last
+// tile for the next call). Wide (COOW) nodes are not in tiles: their kernels
+// run after this one and add into y with atomics. Since the counters and a
+// split block's slot live in the plan, two calls of one plan must not run
+// at the same time (they are ordered on the plan's stream).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -85,16 +86,25 @@ struct Tile {
   std::uint32_t split;
 };
 
-// The tiles of one split output block: [first_tile, first_tile + parts);
-// their sums at `first_slot` (d values a slot): one slot a part up to
-// split_slots_max parts, else one slot for all.
+// The tiles of one split output block: [first_tile, first_tile + parts).
+// A block split in at most tile_warps parts (a power of two: a stencil's
+// block row) has them placed in one thread block's warps, aligned to their
+// count, and they meet in shared memory; one split in more (a circuit's
+// dense line) meets in its global slot at `first_slot` (d values).
 struct SplitGroup {
   std::uint32_t parts;
   std::uint32_t first_tile;
   std::uint32_t first_slot;
   std::uint32_t unused;
 };
-inline constexpr std::uint32_t split_slots_max = 8;
+
+// A thread block's shared memory: each warp's accumulator, and per split
+// group inside the block (by its first part's warp) an arrival counter.
+template <class V>
+struct TileShared {
+  V acc[tile_warps][tile_max_outputs];
+  unsigned arrivals[tile_warps];
+};
 
 template <class V>
 struct TileView {
@@ -102,7 +112,7 @@ struct TileView {
   const TileUnit* units;
   const SplitGroup* groups;  // per split block
   unsigned* arrivals;         // per split block, zero between calls
-  V* sums;                    // the split blocks' slots; a many-part block's is zero between calls
+  V* sums;                    // the slots of blocks split over many thread blocks, zero between calls
   const GatherEntry* gathered;
 };
 
@@ -188,12 +198,15 @@ __device__ inline void write_outputs(const V* acc, std::uint32_t count, std::uin
   }
 }
 
-// Tile t by one warp, `acc` its tile_max_outputs values of shared memory.
+// Tile t by warp `w` of its thread block (lane `lane`), with the block's
+// shared memory `sh` (the arrivals zeroed at the block's start).
 template <class V, bool Transposed>
-__device__ inline void run_tile(const TileView<V>& tv, std::uint32_t t, std::uint32_t lane, const SpmvState<V>& st,
-                                V beta, V* acc) {
+__device__ inline void run_tile(const TileView<V>& tv, std::uint32_t t, std::uint32_t w, std::uint32_t lane,
+                                const SpmvState<V>& st, V beta, TileShared<V>& sh) {
+  V* acc = sh.acc[w];
   const Tile tile = tv.tiles[t];
   const std::uint32_t unit_end = tv.tiles[t + 1].unit_begin;
+  if (tile.blocks == 0) return;  // padding that aligns a split block's parts (spmv_plan_tile_kernels.cuh)
   const std::uint32_t outputs = tile.blocks << st.log2d;
   for (std::uint32_t i = lane; i < outputs; i += 32) acc[i] = V(0);
   __syncwarp();
@@ -222,23 +235,38 @@ __device__ inline void run_tile(const TileView<V>& tv, std::uint32_t t, std::uin
     write_outputs(acc, outputs, out_base, beta, lane, st);
     return;
   }
-  // A part of a split block. A block split in a few parts (a stencil's
-  // block row) gives each part a slot for its sums, which the last part to
-  // arrive adds in slot order; one split in many (a circuit's dense line, a
-  // thousand parts, whose last part alone took longer than the rest of the
-  // SpMV adding slots) adds its non-zero sums into one accumulator with
-  // atomics, cleared by the last part for the next call. The last part
-  // writes y and resets the counter.
+  // A part of a split block: the last part to arrive adds the parts' sums
+  // and writes y.
   const SplitGroup g = tv.groups[tile.split];
-  const bool by_slots = g.parts <= split_slots_max;
-  V* sums = tv.sums + (std::uint64_t{g.first_slot} << st.log2d);
-  if (by_slots) {
-    V* mine = sums + (std::uint64_t{t - g.first_tile} << st.log2d);
-    for (std::uint32_t i = lane; i < outputs; i += 32) mine[i] = acc[i];
-  } else {
-    for (std::uint32_t i = lane; i < outputs; i += 32)
-      if (acc[i] != V(0)) atomicAdd(sums + i, acc[i]);
+  if (g.parts <= tile_warps) {
+    // The parts are this block's warps [w0, w0 + parts): no global slots,
+    // no device-wide fence (the slots of three parts were ~7% of a
+    // stencil's bytes, and the fences a tenth of its stall samples, perf-log 24).
+    const std::uint32_t w0 = g.first_tile % tile_warps;
+    bool last = false;
+    if (lane == 0) {
+      __threadfence_block();
+      last = atomicAdd(&sh.arrivals[w0], 1u) == g.parts - 1;
+      __threadfence_block();
+    }
+    if (!__shfl_sync(0xffffffffu, last, 0)) return;
+    __syncwarp();
+    for (std::uint32_t i = lane; i < outputs; i += 32) {
+      V s = V(0);
+      for (std::uint32_t p = 0; p < g.parts; ++p) s += sh.acc[w0 + p][i];
+      acc[i] = s;
+    }
+    __syncwarp();
+    write_outputs(acc, outputs, out_base, beta, lane, st);
+    return;
   }
+  // Many parts, from many thread blocks: each adds its non-zero sums into
+  // the group's slot with atomics (a circuit's dense line, a thousand parts:
+  // a slot per part left the last part alone adding a thousand slots); the
+  // last part clears the slot and resets the counter for the next call.
+  V* sums = tv.sums + (std::uint64_t{g.first_slot} << st.log2d);
+  for (std::uint32_t i = lane; i < outputs; i += 32)
+    if (acc[i] != V(0)) atomicAdd(sums + i, acc[i]);
   __threadfence();
   __syncwarp();
   bool last = false;
@@ -246,14 +274,8 @@ __device__ inline void run_tile(const TileView<V>& tv, std::uint32_t t, std::uin
   if (!__shfl_sync(0xffffffffu, last, 0)) return;
   __threadfence();
   for (std::uint32_t i = lane; i < outputs; i += 32) {
-    V s = V(0);
-    if (by_slots) {
-      for (std::uint32_t p = 0; p < g.parts; ++p) s += __ldcg(sums + (std::uint64_t{p} << st.log2d) + i);
-    } else {
-      s = __ldcg(sums + i);
-      sums[i] = V(0);
-    }
-    acc[i] = s;
+    acc[i] = __ldcg(sums + i);
+    sums[i] = V(0);
   }
   __syncwarp();
   write_outputs(acc, outputs, out_base, beta, lane, st);

@@ -546,11 +546,14 @@ TEST(SpmvGpu, RidersOfLargeLeaves) {
 
 // Output tiles (spmv_tile_agent.cuh), every node size: tiles of many output
 // blocks (small d), dense leaves, and blocks split over several tiles (a full
-// row and a full column: their partial sums meet in the last tile to arrive,
-// whose counter must be back at zero for the next call; check_all_states
-// calls each plan six times), against the reference and the plan without
-// tiles; in the standard format (wide nodes would take some of those leaves),
-// and the builder's default beside it.
+// row and a full column, in more parts than a thread block has warps: their
+// partial sums meet in a global slot in the last tile to arrive, whose
+// counter must be back at zero for the next call; check_all_states calls
+// each plan six times; and, with one unit a tile at this size, every block
+// of 2-8 units: parts that meet in one thread block, aligned by empty
+// tiles), against the reference and the plan without tiles; in the standard
+// format (wide nodes would take some of those leaves), and the builder's
+// default beside it.
 TEST(SpmvGpu, OutputTiles) {
   const auto seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
@@ -559,6 +562,9 @@ TEST(SpmvGpu, OutputTiles) {
     Coo<double> c = random_coo<double>(30000, 20000, 40000, rng);
     for (index_t k = 0; k < 20000; ++k) c.push(11, k, random_value<double>(rng));
     for (index_t k = 0; k < 30000; k += 2) c.push(k, 5, random_value<double>(rng));
+    for (index_t j = 0; j < 7; ++j)  // block rows 20-26 with 2-8 leaves of 3 entries: a unit each
+      for (index_t k = 0; k < j + 2; ++k)
+        for (index_t e = 0; e < 3; ++e) c.push((20 + j) * d + k % d, k * d + e, random_value<double>(rng));
     for (index_t r = 8 * d; r < 9 * d; ++r)  // one full leaf: dense
       for (index_t k = 16 * d; k < 17 * d; ++k) c.push(r, k, random_value<double>(rng));
     const Matrix<double> host = build_standard(c, d);
