@@ -247,8 +247,9 @@ __device__ inline void run_tile(const TileView<V>& tv, std::uint32_t t, std::uin
     // counts, fences (acquire) and passes the word on through the warp's
     // shuffle and __syncwarp. compute-sanitizer's racecheck reports the
     // reads below as hazards: it models barriers, not a release and acquire
-    // through a counter. A named barrier per group instead cost 7-40%
-    // (perf-log 25).
+    // through a counter. A named barrier per group instead cost 7-40%: its
+    // id in a register reserved all 16 hardware barriers, which limit
+    // resident blocks (perf-log 25).
     const std::uint32_t w0 = g.first_tile % tile_warps;
     bool last = false;
     if (lane == 0) {
