@@ -168,7 +168,7 @@ struct TileCut {
   // block: the largest power of two not above the count of tiles of at most
   // tile_units units it needs, or 0 where that count is above tile_warps
   // (the parts meet in a global slot). Rounded down, a part may take up to
-  // twice tile_units: a stencil's block row in 2 parts ran 7-9% faster than
+  // twice tile_units: a stencil's block row in 2 parts ran 2-8% faster than
   // in 4 (perf-log 25).
   __device__ std::uint32_t local_parts(std::uint32_t units) const {
     const std::uint32_t need = (units + tile_units - 1) / tile_units;
@@ -237,7 +237,8 @@ struct TileCut {
         ++c.tiles;
       }
       if (local_groups) {
-        // The lead pads were written at the run's start (below), the rest here.
+        // The trailing pads here; the lead pads (at the run's first tile
+        // indices, before its tiles) just below.
         const std::uint32_t in_run = c.tiles;
         pad(tile_warps - 1 - lead, write ? starts[begin + len].units : 0u, begin + len - 1);
         if (write)

@@ -12,8 +12,10 @@
 //    blocks place every unit and gathered entry;
 // 3. the output blocks cut into tiles of at most `tile_units` units and
 //    tile_max_outputs outputs, a block with more units than that split over
-//    several tiles (up to tile_warps of them a power of two, aligned so that
-//    they are warps of one thread block, with empty tiles as padding). The
+//    several tiles (where that takes up to tile_warps tiles, the largest
+//    power of two of parts not above it, so a part may hold up to twice
+//    tile_units, aligned so that they are warps of one thread block, with
+//    empty tiles as padding). The
 //    cut is greedy inside runs of `chunk_blocks` output blocks, a warp per
 //    run (counted, scanned, then written), so a tile never spans two runs.
 // Steps 1 and 2 and the cut's counting run back to back (the fill test's

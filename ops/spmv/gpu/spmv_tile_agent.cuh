@@ -31,9 +31,10 @@
 namespace hisparse::ops::spmv_gpu {
 
 // A tile is a warp's: blocks of 256 threads run eight tiles side by side,
-// each warp with its own accumulator and no barrier between warps (a block
-// waiting for its slowest warp at a barrier cost 18% of the stall cycles
-// when a tile was a block's, perf-log 19).
+// each warp with its own accumulator and no barrier between warps once they
+// have started (the one barrier, at the start, orders the zeroed arrival
+// counters; a block waiting for its slowest warp at a barrier cost 18% of
+// the stall cycles when a tile was a block's, perf-log 19).
 inline constexpr std::uint32_t tile_threads = 256;
 inline constexpr std::uint32_t tile_warps = tile_threads / 32;
 inline constexpr std::uint32_t tile_unit_entries = 128;  // 32 lanes x 4

@@ -83,7 +83,7 @@ struct SpmvPlanStats {
   std::array<std::uint64_t, 2> riders{};   // small leaves summed with a large leaf of their output block: A, A^T
   std::uint64_t wide_order_bytes = 0;      // device memory of the wide nodes' column order (0: none)
   std::uint64_t wide_column_runs = 0;      // its runs of equal columns per 4096-entry chunk: SpMV^T's atomics before the warp merge
-  std::array<std::uint64_t, 2> tiles{};       // output tiles of A and A^T (0: not used)
+  std::array<std::uint64_t, 2> tiles{};       // output tiles of A and A^T (0: not used), empty padding ones included
   std::array<std::uint64_t, 2> split_tiles{};  // of those, tiles that share their output block with others
   std::array<std::uint64_t, 2> tile_bytes{};  // their device memory (units, tiles), read by every call in that orientation
   double traversal_ms = 0;                 // plan building (the leaf walk, tiles or riders, the wide order; a part
