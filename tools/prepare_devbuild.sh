@@ -12,8 +12,26 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -gt 0 ] || set -- build
 mkdir -p .devbuild/lib .devbuild/matrices
+# nvcc objects are custom targets whose header dependencies ninja reads from
+# their depfiles. Once, ops_gpu_unit.o had none recorded (`ninja -t deps`:
+# "#deps 0"), so header edits did not rebuild SpMV and an A/B measured the
+# old code; such an object is cleaned and built again.
+rebuild_undepended() {
+  local build=$1 out first again=0
+  for out in $(ninja -C "$build" -t commands | grep nvcc | grep -o -- '-MF [^ ]*\.d' | sed 's/^-MF //; s/\.d$//' | sort -u); do
+    first=$(ninja -C "$build" -t deps "$out" | sed -n 1p)  # (sed reads it all: no SIGPIPE under pipefail)
+    case $first in
+      *"#deps 0,"* | *"deps not found"*)
+        echo "note: $build/$out had no recorded header dependencies: building it again" >&2
+        ninja -C "$build" -t clean "$out" >/dev/null
+        again=1 ;;
+    esac
+  done
+  [ $again = 0 ] || ninja -C "$build" >/dev/null
+}
 for build in "$@"; do
   ninja -C "$build" >/dev/null
+  rebuild_undepended "$build"
   dest=.devbuild/$(basename "$build")
   rm -rf "$dest" && mkdir -p "$dest"
   (cd "$build" && find . \( -type f -o -type l \) \( -name '*.so*' -o -perm -u+x \) \
