@@ -354,6 +354,8 @@ struct GpuSpmv<V>::Impl {
       oriented[o] = plan;  // the wide bin's blocks
       stats.tiles[o] = tiles[o].tile_count;
       stats.split_tiles[o] = tiles[o].split_tiles;
+      stats.split_blocks[o] = tiles[o].split_blocks;
+      stats.shared_split_blocks[o] = tiles[o].shared_split_blocks;
       stats.tile_bytes[o] = tiles[o].bytes();
     } else {
       orient(o, c);

@@ -50,6 +50,7 @@ struct TilePlan {
   TileView<V> parts{};
   std::uint64_t tile_count = 0;
   std::uint64_t split_tiles = 0;
+  std::uint64_t split_blocks = 0, shared_split_blocks = 0;  // every split block, those meeting in shared memory
   // What a call reads beyond the pool.
   [[nodiscard]] std::uint64_t bytes() const { return memory.size(); }
   [[nodiscard]] TileView<V> view() const { return parts; }
@@ -201,6 +202,8 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
   TilePlan<V> p;
   p.tile_count = sizes.tiles;
   p.split_tiles = sizes.split_tiles;
+  p.split_blocks = sizes.groups;
+  p.shared_split_blocks = sizes.groups - sizes.slots;  // a slot for each block split over thread blocks
   const std::uint64_t n_tiles = std::uint64_t{sizes.tiles} + 1, n_sums = std::uint64_t{sizes.slots} << log2d;
   // Arrivals and sums first: one memset clears both.
   const std::size_t zeroed = Scratch::size_of(sizes.groups, sizeof(unsigned)) + Scratch::size_of(n_sums, sizeof(V));

@@ -578,6 +578,15 @@ TEST(SpmvGpu, OutputTiles) {
       for (int o = 0; o < 2; ++o) {
         EXPECT_GT(plan.stats().tiles[o], 0u) << what;
         EXPECT_GT(plan.stats().split_tiles[o], 1u) << what << ": the full line must be split";
+        // Both ways of meeting: a full line (row 11 in A, column 5 in A^T)
+        // in many thread blocks; block rows of 2-8 units (tile_units is 1
+        // at this size: rows 20-26, and random entries gathered 32 to a
+        // unit) in one. From d = 128 the random entries alone give most
+        // block rows more than 8 units, so only small d is sure to have both.
+        EXPECT_GT(plan.stats().split_blocks[o], plan.stats().shared_split_blocks[o]) << what << ": global";
+        if (d <= 32) {
+          EXPECT_GT(plan.stats().shared_split_blocks[o], 0u) << what << ": shared";
+        }
         EXPECT_GT(plan.stats().tile_bytes[o], 0u) << what;
       }
     }

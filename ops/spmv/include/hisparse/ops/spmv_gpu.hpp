@@ -85,6 +85,8 @@ struct SpmvPlanStats {
   std::uint64_t wide_column_runs = 0;      // its runs of equal columns per 4096-entry chunk: SpMV^T's atomics before the warp merge
   std::array<std::uint64_t, 2> tiles{};       // output tiles of A and A^T (0: not used), empty padding ones included
   std::array<std::uint64_t, 2> split_tiles{};  // of those, tiles that share their output block with others
+  std::array<std::uint64_t, 2> split_blocks{};  // output blocks split over several tiles
+  std::array<std::uint64_t, 2> shared_split_blocks{};  // of those, split in at most 8 parts that meet in shared memory
   std::array<std::uint64_t, 2> tile_bytes{};  // their device memory (units, tiles), read by every call in that orientation
   double traversal_ms = 0;                 // plan building (the leaf walk, tiles or riders, the wide order; a part
                                            // prepared by a later call adds its time), host clock
