@@ -127,11 +127,11 @@ __global__ void __launch_bounds__(plan_block, 8) run_plan_wide(PlanBins p, SpmvS
 // output of y once, beta included. One instance per orientation: with the
 // orientation known at compile time the f32 kernel fits 32 registers without
 // spilling, and A's COO4 runs take the path without atomics (perf-log 20).
-// f64 spills at 8 blocks an SM; its SpMV^T runs 6 blocks of 40 registers
-// (7-12% faster), its SpMV stays at 8 (6 blocks lost 7% on the stencil and
-// the circuit, perf-log 25).
+// f64 runs 6 blocks an SM of 40 registers: at 8 its SpMV^T spilled (6 were
+// 7-12% faster, perf-log 25), and with pack units its SpMV spilled 56 bytes
+// and lost 18-20% on the Laplacian and the stencil (perf-log 26).
 template <class V, bool Transposed>
-inline constexpr int tile_blocks_per_sm = sizeof(V) == 8 && Transposed ? 6 : 8;
+inline constexpr int tile_blocks_per_sm = sizeof(V) == 8 ? 6 : 8;
 template <class V, bool Transposed>
 __global__ void __launch_bounds__(tile_threads, tile_blocks_per_sm<V, Transposed>)
     run_tiles(TileView<V> tv, std::uint64_t tiles, SpmvState<V> st, V beta) {
@@ -356,6 +356,7 @@ struct GpuSpmv<V>::Impl {
       stats.split_tiles[o] = tiles[o].split_tiles;
       stats.split_blocks[o] = tiles[o].split_blocks;
       stats.shared_split_blocks[o] = tiles[o].shared_split_blocks;
+      stats.packed_leaves[o] = tiles[o].packed_leaves;
       stats.tile_bytes[o] = tiles[o].bytes();
     } else {
       orient(o, c);

@@ -22,9 +22,10 @@ inline constexpr std::uint32_t chunk_blocks = 128;
 HISPARSE_HD constexpr std::uint32_t units_of(std::uint32_t n) { return (n + tile_unit_entries - 1) / tile_unit_entries; }
 
 // What planning downloads: entries, the units of the leaves that have
-// their own, leaves with entries, and the entries gathered 32 to a unit.
+// their own, leaves with entries, the entries gathered 32 to a unit and the
+// leaves packed 4 to a unit.
 struct LeafTotals {
-  unsigned long long entries, units, leaves, gathered;
+  unsigned long long entries, units, leaves, gathered, packed;
 };
 
 // Leaves whose entries a gather unit takes (spmv_tile_agent.cuh): the
@@ -33,6 +34,15 @@ __device__ inline bool gathered_leaf(const NodeItem& it) {
   return ref_type(it.ref) == NodeType::coo1 || ref_type(it.ref) == NodeType::coo2;
 }
 
+// How a leaf of n entries (n > 0) is taken, in the order a block's units
+// hold them: gathered, packed (a COO4 leaf of at most pack_leaf_entries, a
+// whole one: a chunked leaf's first item counts all its entries), or in
+// units of its own.
+enum LeafClass : std::uint32_t { gathered_class = 0, packed_class = 1, own_class = 2, leaf_classes = 3 };
+__device__ inline LeafClass leaf_class(const NodeItem& it, std::uint32_t n) {
+  if (gathered_leaf(it)) return gathered_class;
+  return ref_type(it.ref) == NodeType::coo4 && n <= pack_leaf_entries ? packed_class : own_class;
+}
 
 // Entries (cells, for dense leaves) of each item of the standard bins, 0 for
 // the second and later chunk items of a large or dense leaf; their totals,
@@ -43,10 +53,10 @@ __global__ void __launch_bounds__(stride_threads) leaf_counts(const NodeItem* it
                                                             std::uint32_t first_chunked, const std::byte* pool,
                                                             std::uint32_t log2d, std::uint32_t* out,
                                                             LeafTotals* totals) {
-  __shared__ unsigned long long block_total[4];
-  if (threadIdx.x < 4) block_total[threadIdx.x] = 0;
+  __shared__ unsigned long long block_total[5];
+  if (threadIdx.x < 5) block_total[threadIdx.x] = 0;
   __syncthreads();
-  unsigned long long entries = 0, units = 0, leaves = 0, gathered = 0;
+  unsigned long long entries = 0, units = 0, leaves = 0, gathered = 0, packed = 0;
   for (std::uint64_t i = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; i < count; i += std::uint64_t{gridDim.x} * blockDim.x) {
     const NodeItem it = items[i];
     std::uint32_t n = 0;
@@ -54,21 +64,25 @@ __global__ void __launch_bounds__(stride_threads) leaf_counts(const NodeItem* it
       n = ref_type(it.ref) == NodeType::dense ? 1u << (2 * log2d)
                                               : *reinterpret_cast<const std::uint32_t*>(pool + ref_offset(it.ref));
     out[i] = n;
-    const bool g = gathered_leaf(it);
+    if (n == 0) continue;
+    const LeafClass c = leaf_class(it, n);
     entries += n;
-    units += g ? 0u : units_of(n);
-    gathered += g ? n : 0u;
-    leaves += n > 0;
+    units += c == own_class ? units_of(n) : 0u;
+    gathered += c == gathered_class ? n : 0u;
+    packed += c == packed_class;
+    ++leaves;
   }
   entries = gpu::warp_sum(entries);
   units = gpu::warp_sum(units);
   leaves = gpu::warp_sum(leaves);
   gathered = gpu::warp_sum(gathered);
+  packed = gpu::warp_sum(packed);
   if (threadIdx.x % 32 == 0 && leaves > 0) {
     atomicAdd(&block_total[0], entries);
     atomicAdd(&block_total[1], units);
     atomicAdd(&block_total[2], leaves);
     atomicAdd(&block_total[3], gathered);
+    atomicAdd(&block_total[4], packed);
   }
   __syncthreads();
   if (threadIdx.x == 0 && block_total[2] > 0) {
@@ -76,59 +90,81 @@ __global__ void __launch_bounds__(stride_threads) leaf_counts(const NodeItem* it
     atomicAdd(&totals->units, block_total[1]);
     atomicAdd(&totals->leaves, block_total[2]);
     atomicAdd(&totals->gathered, block_total[3]);
+    atomicAdd(&totals->packed, block_total[4]);
   }
 }
 
-// Sort keys: a leaf's output block, twice, plus 1 for a leaf of units of its
-// own (so that a block's gathered leaves come first); 2 * `blocks`, sorted
-// last, where it has no entries. Per block: the units of its own leaves
-// (big) and the entries gathered (singles).
+// Sort keys: a leaf's output block times leaf_classes plus its class (a
+// block's gathered leaves first, then its packed ones); leaf_classes *
+// `blocks`, sorted last, where it has no entries. Per block: the units of
+// its own leaves (big), the entries gathered (singles), the leaves packed
+// (smalls).
 __global__ void block_keys(const NodeItem* items, const std::uint32_t* n, std::uint32_t count, bool by_col,
                            std::uint32_t blocks, std::uint32_t* keys, std::uint32_t* index, std::uint32_t* big,
-                           std::uint32_t* singles) {
+                           std::uint32_t* singles, std::uint32_t* smalls) {
   for (std::uint64_t i = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; i < count; i += std::uint64_t{gridDim.x} * blockDim.x) {
     const NodeItem it = items[i];
     const std::uint32_t b = static_cast<std::uint32_t>(by_col ? it.bcol : it.brow);
-    const bool gathered = gathered_leaf(it);
-    keys[i] = n[i] > 0 ? 2 * b + (gathered ? 0u : 1u) : 2 * blocks;
     index[i] = static_cast<std::uint32_t>(i);
-    if (n[i] == 0) continue;
-    if (gathered) atomicAdd(singles + b, n[i]);
+    if (n[i] == 0) {
+      keys[i] = leaf_classes * blocks;
+      continue;
+    }
+    const LeafClass c = leaf_class(it, n[i]);
+    keys[i] = leaf_classes * b + c;
+    if (c == gathered_class) atomicAdd(singles + b, n[i]);
+    else if (c == packed_class) atomicAdd(smalls + b, 1u);
     else atomicAdd(big + b, units_of(n[i]));
   }
 }
 
-// Per output block: all its units, its own leaves' units (big) and its
-// gathered entries (singles); scanned over blocks in one pass, the same
-// fields are where each starts.
+// Per output block: all its units, its own leaves' units (big), its
+// gathered entries (singles) and its packed leaves (smalls); scanned over
+// blocks in one pass, the same fields are where each starts.
 struct BlockCounts {
-  std::uint32_t units, big, singles, pad;
+  std::uint32_t units, big, singles, smalls;
 };
 struct AddBlockCounts {
   __host__ __device__ BlockCounts operator()(const BlockCounts& a, const BlockCounts& b) const {
-    return {a.units + b.units, a.big + b.big, a.singles + b.singles, 0};
+    return {a.units + b.units, a.big + b.big, a.singles + b.singles, a.smalls + b.smalls};
   }
 };
 
-// A block's units: its own leaves' and one per 32 gathered entries (zeros
-// at `blocks`, for the scan's total).
-__global__ void block_unit_counts(const std::uint32_t* big, const std::uint32_t* singles, std::uint32_t blocks,
-                                  BlockCounts* counts) {
-  for (std::uint64_t b = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; b <= blocks; b += std::uint64_t{gridDim.x} * blockDim.x)
-    counts[b] = b < blocks ? BlockCounts{big[b] + (singles[b] + 31) / 32, big[b], singles[b], 0} : BlockCounts{};
+// A block's gather and pack units, which come first among its units.
+__host__ __device__ inline std::uint32_t gather_units(const BlockCounts& c) { return (c.singles + 31) / 32; }
+__host__ __device__ inline std::uint32_t pack_units(const BlockCounts& c) {
+  return (c.smalls + pack_leaves - 1) / pack_leaves;
 }
 
-// Per sorted leaf: its own units (x) and its gathered entries (y); scanned
-// in one pass.
-struct AddPairs {
-  __host__ __device__ uint2 operator()(const uint2& a, const uint2& b) const { return {a.x + b.x, a.y + b.y}; }
+// A block's units: its own leaves', one per 32 gathered entries and one per
+// pack_leaves packed leaves (zeros at `blocks`, for the scan's total).
+__global__ void block_unit_counts(const std::uint32_t* big, const std::uint32_t* singles, const std::uint32_t* smalls,
+                                  std::uint32_t blocks, BlockCounts* counts) {
+  for (std::uint64_t b = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; b <= blocks; b += std::uint64_t{gridDim.x} * blockDim.x) {
+    BlockCounts c{};
+    if (b < blocks) {
+      c = BlockCounts{0, big[b], singles[b], smalls[b]};
+      c.units = c.big + gather_units(c) + pack_units(c);
+    }
+    counts[b] = c;
+  }
+}
+
+// Per sorted leaf: its own units (x), its gathered entries (y) and whether
+// it is packed (z); scanned in one pass.
+struct AddLeafCounts {
+  __host__ __device__ uint4 operator()(const uint4& a, const uint4& b) const {
+    return {a.x + b.x, a.y + b.y, a.z + b.z, 0};
+  }
 };
 __global__ void leaf_units(const NodeItem* items, const std::uint32_t* order, const std::uint32_t* n,
-                           std::uint32_t leaves, uint2* units) {
+                           std::uint32_t leaves, uint4* units) {
   for (std::uint64_t k = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; k < leaves; k += std::uint64_t{gridDim.x} * blockDim.x) {
     const std::uint32_t i = order[k];
-    const bool g = gathered_leaf(items[i]);
-    units[k] = g ? uint2{0, n[i]} : uint2{units_of(n[i]), 0};
+    const LeafClass c = leaf_class(items[i], n[i]);
+    units[k] = c == gathered_class ? uint4{0, n[i], 0, 0}
+               : c == packed_class ? uint4{0, 0, 1, 0}
+                                   : uint4{units_of(n[i]), 0, 0, 0};
   }
 }
 
@@ -276,39 +312,45 @@ __global__ void __launch_bounds__(stride_threads) cut_tiles(TileCut cut, std::ui
 }
 
 // Per block its counts and, scanned, where its units start (`units`), its
-// own leaves' units (`big`, scanned over blocks like the leaves' units) and
-// its gathered entries (`singles`).
+// own leaves' units (`big`, scanned over blocks like the leaves' units), its
+// gathered entries (`singles`) and its packed leaves (`smalls`).
 struct BlockStarts {
   const BlockCounts* counts;
   const BlockCounts* starts;
 };
 
-// A block's gather units, a thread per block: one per 32 of its gathered
-// entries, which are consecutive from its start in `singles`.
-__global__ void write_gather_units(BlockStarts at, const std::uint32_t* tile_start, std::uint32_t blocks,
+// A block's gather and pack units, a thread per block: one per 32 of its
+// gathered entries, which are consecutive from its start in `singles`, then
+// one per pack_leaves of its packed leaves, consecutive from `smalls`.
+__global__ void write_shared_units(BlockStarts at, const std::uint32_t* tile_start, std::uint32_t blocks,
                                    TileUnit* units) {
   for (std::uint64_t b = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; b < blocks; b += std::uint64_t{gridDim.x} * blockDim.x) {
-    const std::uint32_t s = at.counts[b].singles;
-    const BlockCounts first = at.starts[b];
+    const BlockCounts c = at.counts[b], first = at.starts[b];
     const auto out = static_cast<std::uint16_t>(b - tile_start[b]);
-    for (std::uint32_t j = 0; 32 * j < s; ++j)
-      units[first.units + j] = TileUnit{gather_ref, 0, 0, first.singles + 32 * j,
-                                        static_cast<std::uint16_t>(min(32u, s - 32 * j)), out};
+    TileUnit* u = units + first.units;
+    for (std::uint32_t j = 0; 32 * j < c.singles; ++j)
+      *u++ = TileUnit{gather_ref, 0, 0, first.singles + 32 * j, static_cast<std::uint16_t>(min(32u, c.singles - 32 * j)),
+                      out};
+    for (std::uint32_t j = 0; pack_leaves * j < c.smalls; ++j)
+      *u++ = TileUnit{pack_ref, 0, 0, first.smalls + pack_leaves * j,
+                      static_cast<std::uint16_t>(min(pack_leaves, c.smalls - pack_leaves * j)), out};
   }
 }
 
 // The units of each leaf (in output-block order), a thread per leaf; a
-// gathered leaf writes its entries' records instead.
+// gathered leaf writes its entries' records instead, a packed leaf its
+// record for its pack unit.
 template <class V>
 __global__ void write_units(const NodeItem* items, const std::uint32_t* n, const std::uint32_t* order,
-                            const std::uint32_t* sorted_keys, const uint2* leaf_at, BlockStarts at, const std::byte* pool,
+                            const std::uint32_t* sorted_keys, const uint4* leaf_at, BlockStarts at, const std::byte* pool,
                             const std::uint32_t* tile_start, std::uint32_t leaves, bool by_col, std::uint32_t log2d,
-                            TileUnit* units, GatherEntry* gathered) {
+                            TileUnit* units, GatherEntry* gathered, TileUnit* packed) {
   for (std::uint64_t k = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; k < leaves; k += std::uint64_t{gridDim.x} * blockDim.x) {
     const NodeItem it = items[order[k]];
-    const std::uint32_t cnt = n[order[k]], b = sorted_keys[k] >> 1;
+    const std::uint32_t cnt = n[order[k]], b = sorted_keys[k] / leaf_classes;
     const NodeType type = ref_type(it.ref);
-    if (gathered_leaf(it)) {
+    const LeafClass c = static_cast<LeafClass>(sorted_keys[k] % leaf_classes);
+    if (c == gathered_class) {
       const CooLayout l = coo_layout(type, cnt, sizeof(V));
       const auto* coords = reinterpret_cast<const LocalCoord*>(pool + ref_offset(it.ref) + l.coord_offset);
       const auto in_block = static_cast<std::uint32_t>(by_col ? it.brow : it.bcol);
@@ -326,7 +368,13 @@ __global__ void write_units(const NodeItem* items, const std::uint32_t* n, const
         type == NodeType::dense ? dense_mask_bytes(log2d) : coo_layout(type, cnt, sizeof(V)).value_offset;
     const auto in_block = static_cast<std::uint32_t>(by_col ? it.brow : it.bcol);
     const auto out = static_cast<std::uint16_t>(b - tile_start[b]);
-    TileUnit* u = units + at.starts[b].units + (at.counts[b].singles + 31) / 32 + (leaf_at[k].x - at.starts[b].big);
+    if (c == packed_class) {
+      packed[leaf_at[k].z] = TileUnit{it.ref, 0, static_cast<std::uint16_t>(value_offset / 4), in_block,
+                                      static_cast<std::uint16_t>(cnt), out};
+      continue;
+    }
+    const BlockCounts bc = at.counts[b];
+    TileUnit* u = units + at.starts[b].units + gather_units(bc) + pack_units(bc) + (leaf_at[k].x - at.starts[b].big);
     for (std::uint32_t s = 0; s * tile_unit_entries < cnt; ++s)
       u[s] = TileUnit{it.ref, static_cast<std::uint16_t>(s), static_cast<std::uint16_t>(value_offset / 4), in_block,
                       static_cast<std::uint16_t>(min(tile_unit_entries, cnt - s * tile_unit_entries)), out};

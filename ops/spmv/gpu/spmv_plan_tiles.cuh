@@ -7,9 +7,10 @@
 //    totals the fill test needs;
 // 2. the leaves grouped by output block with a stable radix sort (the
 //    traversal's order stays inside a block, a block's one- and two-entry
-//    leaves first), each cut into units of at most 128 entries, or its
-//    entries gathered (32 to a unit): scans over the leaves and over the
-//    blocks place every unit and gathered entry;
+//    leaves first, then its COO4 leaves of up to 32 entries), each cut into
+//    units of at most 128 entries, or its entries gathered (32 to a unit),
+//    or packed (4 leaves to a unit): scans over the leaves and over the
+//    blocks place every unit, gathered entry and packed leaf;
 // 3. the output blocks cut into tiles of at most `tile_units` units and
 //    tile_max_outputs outputs, a block with more units than that split over
 //    several tiles (where that takes up to tile_warps tiles, the largest
@@ -51,6 +52,7 @@ struct TilePlan {
   std::uint64_t tile_count = 0;
   std::uint64_t split_tiles = 0;
   std::uint64_t split_blocks = 0, shared_split_blocks = 0;  // every split block, those meeting in shared memory
+  std::uint64_t packed_leaves = 0;                          // taken by pack units
   // What a call reads beyond the pool.
   [[nodiscard]] std::uint64_t bytes() const { return memory.size(); }
   [[nodiscard]] TileView<V> view() const { return parts; }
@@ -86,7 +88,7 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
   const auto blocks = static_cast<std::uint32_t>(((o == 0 ? rows : cols) + d - 1) >> log2d);
   const std::uint32_t chunks = (blocks + chunk_blocks - 1) / chunk_blocks;
   const bool by_col = o == 1;
-  const int key_bits = static_cast<int>(std::bit_width(2 * std::uint64_t{blocks}));
+  const int key_bits = static_cast<int>(std::bit_width(leaf_classes * std::uint64_t{blocks}));
   std::size_t sort_bytes = 0;
   cuda_check(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, static_cast<const std::uint32_t*>(nullptr),
                                              static_cast<std::uint32_t*>(nullptr),
@@ -94,8 +96,9 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
                                              static_cast<std::uint32_t*>(nullptr), n_items, 0, key_bits, stream),
              "cub::DeviceRadixSort::SortPairs (size, SpMV tiles)");
   std::size_t leaf_scan_bytes = 0, block_scan_bytes = 0, cut_scan_bytes = 0;
-  cuda_check(cub::DeviceScan::ExclusiveScan(nullptr, leaf_scan_bytes, static_cast<const uint2*>(nullptr),
-                                            static_cast<uint2*>(nullptr), AddPairs{}, uint2{0, 0}, n_items, stream),
+  cuda_check(cub::DeviceScan::ExclusiveScan(nullptr, leaf_scan_bytes, static_cast<const uint4*>(nullptr),
+                                            static_cast<uint4*>(nullptr), AddLeafCounts{}, uint4{0, 0, 0, 0}, n_items,
+                                            stream),
              "cub::DeviceScan::ExclusiveScan (size, SpMV leaf units)");
   cuda_check(cub::DeviceScan::ExclusiveScan(nullptr, block_scan_bytes, static_cast<const BlockCounts*>(nullptr),
                                             static_cast<BlockCounts*>(nullptr), AddBlockCounts{}, BlockCounts{},
@@ -107,10 +110,10 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
              "cub::DeviceScan::ExclusiveScan (size, SpMV tiles)");
   const std::size_t temp_bytes = std::max({sort_bytes, leaf_scan_bytes, block_scan_bytes, cut_scan_bytes});
   const std::size_t u32 = sizeof(std::uint32_t);
-  // big and singles side by side: one memset clears both.
+  // big, singles and smalls side by side: one memset clears them.
   const std::size_t per_blocks = Scratch::size_of(blocks + 1, u32);
   Scratch scratch(ctx, Scratch::size_of(1, sizeof(LeafTotals)) + 5 * Scratch::size_of(n_items, u32) +
-                           2 * Scratch::size_of(n_items, sizeof(uint2)) + 3 * per_blocks +
+                           2 * Scratch::size_of(n_items, sizeof(uint4)) + 4 * per_blocks +
                            2 * Scratch::size_of(blocks + 1, sizeof(BlockCounts)) +
                            2 * Scratch::size_of(chunks + 1, sizeof(TileCounts)) + Scratch::size_of(temp_bytes, 1));
   auto* totals = scratch.take<LeafTotals>(1);
@@ -119,10 +122,11 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
   auto* sorted_keys = scratch.take<std::uint32_t>(n_items);
   auto* index = scratch.take<std::uint32_t>(n_items);
   auto* order = scratch.take<std::uint32_t>(n_items);
-  auto* leaf_n = scratch.take<uint2>(n_items);
-  auto* leaf_at = scratch.take<uint2>(n_items);
+  auto* leaf_n = scratch.take<uint4>(n_items);
+  auto* leaf_at = scratch.take<uint4>(n_items);
   auto* big = scratch.take<std::uint32_t>(blocks + 1);
   auto* singles = scratch.take<std::uint32_t>(blocks + 1);
+  auto* smalls = scratch.take<std::uint32_t>(blocks + 1);
   auto* tile_start = scratch.take<std::uint32_t>(blocks + 1);
   auto* block_counts = scratch.take<BlockCounts>(blocks + 1);
   auto* block_starts = scratch.take<BlockCounts>(blocks + 1);
@@ -131,14 +135,14 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
   void* temp = scratch.take<std::byte>(temp_bytes);
 
   cuda_check(cudaMemsetAsync(totals, 0, sizeof(LeafTotals), stream), "cudaMemsetAsync(SpMV tile totals)");
-  cuda_check(cudaMemsetAsync(big, 0, per_blocks + (std::uint64_t{blocks} + 1) * u32, stream),
+  cuda_check(cudaMemsetAsync(big, 0, 2 * per_blocks + (std::uint64_t{blocks} + 1) * u32, stream),
              "cudaMemsetAsync(SpMV block units)");
   if (n_items > 0) {
     leaf_counts<<<stride_grid(n_items, 1024), stride_threads, 0, stream>>>(
         items, n_items, static_cast<std::uint32_t>(first_chunked), pool, log2d, n, totals);
     launched("launch of leaf_counts (SpMV tiles)");
   }
-  LeafTotals total{0, 0, 0, 0};
+  LeafTotals total{0, 0, 0, 0, 0};
   std::string phases;
   if (min_fill > 0) {
     // A test that may fail is read first: on a scattered standard-format
@@ -146,18 +150,20 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
     // would cost milliseconds for a plan without tiles. It counts the
     // gathered entries at 32 to a unit, as run_tile takes them (at least: a
     // block's gathered entries share units only with those of the same
-    // output block).
+    // output block; so do the packed leaves at pack_leaves to a unit).
     cuda_check(cudaMemcpyAsync(&total, totals, sizeof(total), cudaMemcpyDeviceToHost, stream),
                "cudaMemcpyAsync(SpMV tile totals)");
     cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(SpMV tile totals)");
     phases = "fill test " + std::to_string(ms(t0)) + ", ";
-    if (total.entries < std::uint64_t{min_fill} * (total.units + (total.gathered + 31) / 32)) return false;
+    if (total.entries <
+        std::uint64_t{min_fill} * (total.units + (total.gathered + 31) / 32 + (total.packed + pack_leaves - 1) / pack_leaves))
+      return false;
   }
   // The items without entries (a large or dense leaf's later chunks) sort
   // last and count for nothing in the leaf scans: those run over all items.
   if (n_items > 0) {
     block_keys<<<stride_grid(n_items), stride_threads, 0, stream>>>(items, n, n_items, by_col, blocks, keys, index, big,
-                                                                    singles);
+                                                                    singles, smalls);
     launched("launch of block_keys (SpMV tiles)");
     std::size_t bytes = temp_bytes;
     cuda_check(cub::DeviceRadixSort::SortPairs(temp, bytes, keys, sorted_keys, index, order, n_items, 0, key_bits, stream),
@@ -165,10 +171,11 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
     leaf_units<<<stride_grid(n_items), stride_threads, 0, stream>>>(items, order, n, n_items, leaf_n);
     launched("launch of leaf_units (SpMV tiles)");
     bytes = temp_bytes;
-    cuda_check(cub::DeviceScan::ExclusiveScan(temp, bytes, leaf_n, leaf_at, AddPairs{}, uint2{0, 0}, n_items, stream),
+    cuda_check(cub::DeviceScan::ExclusiveScan(temp, bytes, leaf_n, leaf_at, AddLeafCounts{}, uint4{0, 0, 0, 0}, n_items,
+                                              stream),
                "cub::DeviceScan::ExclusiveScan (SpMV leaf units)");
   }
-  block_unit_counts<<<stride_grid(blocks + 1), stride_threads, 0, stream>>>(big, singles, blocks, block_counts);
+  block_unit_counts<<<stride_grid(blocks + 1), stride_threads, 0, stream>>>(big, singles, smalls, blocks, block_counts);
   launched("launch of block_unit_counts (SpMV tiles)");
   {
     std::size_t bytes = temp_bytes;
@@ -185,7 +192,7 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
                "cub::DeviceScan::ExclusiveScan (SpMV tile counts)");
   }
   TileCounts sizes{};
-  BlockCounts end{};  // all units, all gathered entries
+  BlockCounts end{};  // all units, all gathered entries, all packed leaves
   if (min_fill == 0)  // not read yet
     cuda_check(cudaMemcpyAsync(&total, totals, sizeof(total), cudaMemcpyDeviceToHost, stream),
                "cudaMemcpyAsync(SpMV tile totals)");
@@ -204,11 +211,12 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
   p.split_tiles = sizes.split_tiles;
   p.split_blocks = sizes.groups;
   p.shared_split_blocks = sizes.groups - sizes.slots;  // a slot for each block split over thread blocks
+  p.packed_leaves = end.smalls;
   const std::uint64_t n_tiles = std::uint64_t{sizes.tiles} + 1, n_sums = std::uint64_t{sizes.slots} << log2d;
   // Arrivals and sums first: one memset clears both.
   const std::size_t zeroed = Scratch::size_of(sizes.groups, sizeof(unsigned)) + Scratch::size_of(n_sums, sizeof(V));
   p.memory = ctx.allocate(zeroed + Scratch::size_of(n_tiles, sizeof(Tile)) + Scratch::size_of(end.units, sizeof(TileUnit)) +
-                          Scratch::size_of(end.singles, sizeof(GatherEntry)) +
+                          Scratch::size_of(end.singles, sizeof(GatherEntry)) + Scratch::size_of(end.smalls, sizeof(TileUnit)) +
                           Scratch::size_of(sizes.groups, sizeof(SplitGroup)));
   Carve carve(p.memory);
   unsigned* arrivals = carve.take<unsigned>(sizes.groups);
@@ -216,18 +224,19 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
   cut.tiles = carve.take<Tile>(n_tiles);
   TileUnit* units = carve.take<TileUnit>(end.units);
   GatherEntry* gathered = carve.take<GatherEntry>(end.singles);
+  TileUnit* packed = carve.take<TileUnit>(end.smalls);
   cut.groups = carve.take<SplitGroup>(sizes.groups);
-  p.parts = TileView<V>{cut.tiles, units, cut.groups, arrivals, sums, gathered};
+  p.parts = TileView<V>{cut.tiles, units, cut.groups, arrivals, sums, gathered, packed};
   cut_tiles<<<warp_grid(chunks + 1), stride_threads, 0, stream>>>(cut, chunks, nullptr, at);
   launched("launch of cut_tiles (SpMV tiles)");
   const BlockStarts starts{block_counts, block_starts};
-  write_gather_units<<<stride_grid(blocks), stride_threads, 0, stream>>>(starts, tile_start, blocks, units);
-  launched("launch of write_gather_units (SpMV tiles)");
+  write_shared_units<<<stride_grid(blocks), stride_threads, 0, stream>>>(starts, tile_start, blocks, units);
+  launched("launch of write_shared_units (SpMV tiles)");
   const auto leaves = static_cast<std::uint32_t>(total.leaves);  // the sorted items with entries come first
   if (leaves > 0) {
     write_units<V><<<stride_grid(leaves), stride_threads, 0, stream>>>(items, n, order, sorted_keys, leaf_at, starts,
                                                                        pool, tile_start, leaves, by_col, log2d, units,
-                                                                       gathered);
+                                                                       gathered, packed);
     launched("launch of write_units (SpMV tiles)");
   }
   cuda_check(cudaMemsetAsync(p.memory.get(), 0, zeroed, stream), "cudaMemsetAsync(SpMV tile arrivals and sums)");

@@ -78,6 +78,16 @@ struct alignas(16) GatherEntry {
 };
 static_assert(sizeof(GatherEntry) == 16, "one 16-byte load per gathered entry");
 
+// COO4 leaves of at most 32 entries are not units of their own either: a
+// *pack unit* (ref == pack_ref) takes up to four of a tile's output block,
+// a quarter warp each, from the records [in_block, in_block + count) of the
+// plan's packed leaves (each a TileUnit of step 0). A circuit's dense lines
+// are cut into leaves of about 32 entries: as units of their own they were
+// two thirds of its warp steps with 8 of 32 lanes busy (perf-log 26).
+inline constexpr NodeRef pack_ref = 0xEu;  // type 14: reserved, never in a pool
+inline constexpr std::uint32_t pack_leaves = 4;
+inline constexpr std::uint32_t pack_leaf_entries = tile_unit_entries / pack_leaves;
+
 // Units [unit_begin, the next tile's unit_begin); output blocks [block,
 // block + blocks). split: no_split, or the split block's group.
 struct Tile {
@@ -115,13 +125,15 @@ struct TileView {
   unsigned* arrivals;         // per split block, zero between calls
   V* sums;                    // the slots of blocks split over many thread blocks, zero between calls
   const GatherEntry* gathered;
+  const TileUnit* packed;  // the leaves of pack units
 };
 
 // Adds a unit's products into acc (the tile's outputs): lane `lane` of a
 // warp takes four consecutive entries (cells) with one vector load of
 // values and one of coordinates (a dense leaf: the cells' presence bits).
 // A unit is part of a COO4 or dense leaf: one- and two-entry leaves are
-// gathered (gather_ref). Absent cells of a dense leaf add nothing (not
+// gathered (gather_ref), COO4 leaves of up to 32 entries packed (pack_ref,
+// add_packed). Absent cells of a dense leaf add nothing (not
 // 0 * x, which would turn an infinite x into NaN). (Reading the next unit's
 // entries while this unit's x is gathered was slower, into registers
 // (perf-log 20: 32 registers, spills) and into shared memory by cp.async
@@ -187,6 +199,76 @@ __device__ inline void add_unit(const TileUnit& u, std::uint32_t lane, const Spm
   coo4_rows_to_acc(words, a, m, x, out);
 }
 
+// A pack unit's leaves (`leaves`, `count` of them) into acc: lanes
+// [8 g, 8 g + 8) take leaf g, four entries a lane. The leaves may share
+// outputs (a dense column's leaves in A^T, one dense row's in A), so every
+// run is added with an atomic, and a lane's first run is first summed with
+// the equal first runs of the lanes after it (a dense row's 32 lanes, which
+// otherwise retry the compare-and-swap of a float shared atomic once per
+// lane, perf-log 26). Products are summed per lane while the output stays
+// the same (in A^T only where consecutive entries share a column).
+template <class V, bool Transposed>
+__device__ inline void add_packed(const TileUnit* leaves, std::uint32_t count, std::uint32_t lane,
+                                  const SpmvState<V>& st, V* acc) {
+  constexpr unsigned full = 0xffffffffu;
+  const std::uint32_t b = st.log2d, g = lane / 8, q = lane % 8;
+  TileUnit u{};
+  std::uint32_t m = 0;
+  if (g < count) {
+    u = leaves[g];
+    m = 4 * q < u.count ? min(4u, u.count - 4 * q) : 0u;
+  }
+  V a[4] = {};
+  uint2 cw{0, 0};
+  if (m > 0) {
+    const std::byte* node = st.pool + ref_offset(u.ref);
+    load4_streamed(reinterpret_cast<const V*>(node + 4u * u.value_offset4) + 4 * q, a);
+    cw = load_coords_streamed<V>(reinterpret_cast<const uint2*>(node + 8) + q);
+  }
+  const std::uint32_t words[2] = {cw.x, cw.y};
+  const V* x = st.x + (std::uint64_t{u.in_block} << b);
+  const std::uint32_t base = std::uint32_t{u.out} << b;
+  const auto key_of = [&](std::uint32_t w) { return base + (Transposed ? (w >> 8) & 0xFFu : w & 0xFFu); };
+  const std::uint32_t head = key_of(words[0]);
+  std::uint32_t key = head;
+  V head_sum = V(0), sum = V(0);
+  bool in_head = true;
+#pragma unroll
+  for (std::uint32_t j = 0; j < 4; ++j) {
+    if (j < m) {
+      const std::uint32_t w = words[j / 2] >> (16 * (j % 2));
+      const std::uint32_t k = key_of(w);
+      if (k != key) {
+        if (in_head) head_sum = sum;
+        else atomicAdd(acc + key, sum);
+        in_head = false;
+        key = k;
+        sum = V(0);
+      }
+      sum += a[j] * x[Transposed ? w & 0xFFu : (w >> 8) & 0xFFu];
+    }
+  }
+  if (m > 0) {
+    if (in_head) head_sum = sum;
+    else atomicAdd(acc + key, sum);
+  }
+  // First runs: segments of lanes with equal keys (a lane without entries
+  // starts none and adds 0 to the one before it); each segment's first lane
+  // adds the segment's sum.
+  const std::uint32_t mine = m > 0 ? head : ~0u;
+  const std::uint32_t before = __shfl_up_sync(full, mine, 1);
+  const bool leads = m > 0 && (lane == 0 || before != mine);
+  const unsigned heads = __ballot_sync(full, leads), busy = __ballot_sync(full, m > 0);
+  if (heads != busy) {
+    const std::uint64_t later_heads = std::uint64_t{heads} >> (lane + 1);
+    for (std::uint32_t off = 1; off < 32; off <<= 1) {
+      const V v = __shfl_down_sync(full, head_sum, off);
+      if (lane + off < 32 && (later_heads & ((std::uint64_t{1} << off) - 1)) == 0) head_sum += v;
+    }
+  }
+  if (leads) atomicAdd(acc + head, head_sum);
+}
+
 // y[o] = k * acc + beta * y[o] for a tile's outputs o (beta == 0 overwrites:
 // NaN in y must not leak), lane `lane` of the tile's warp.
 template <class V>
@@ -226,6 +308,10 @@ __device__ inline void run_tile(const TileView<V>& tv, std::uint32_t t, std::uin
         const V a = *reinterpret_cast<const V*>(st.pool + g.value_at);
         atomicAdd(acc + g.out, a * st.x[(std::uint64_t{g.in_block} << st.log2d) + g.in]);
       }
+      continue;
+    }
+    if (unit.ref == pack_ref) {
+      add_packed<V, Transposed>(tv.packed + unit.in_block, unit.count, lane, st, acc);
       continue;
     }
     add_unit<V, Transposed>(unit, lane, st, acc);

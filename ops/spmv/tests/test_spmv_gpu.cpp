@@ -587,6 +587,12 @@ TEST(SpmvGpu, OutputTiles) {
         if (d <= 32) {
           EXPECT_GT(plan.stats().shared_split_blocks[o], 0u) << what << ": shared";
         }
+        // The full line's leaves (at most 32 entries here; one or two, so
+        // gathered, at d = 2 and 4) share their outputs inside a pack unit:
+        // one row in A, one column in A^T.
+        if (d >= 8 && d <= 32) {
+          EXPECT_GT(plan.stats().packed_leaves[o], 0u) << what << ": packed";
+        }
         EXPECT_GT(plan.stats().tile_bytes[o], 0u) << what;
       }
     }

@@ -87,6 +87,7 @@ struct SpmvPlanStats {
   std::array<std::uint64_t, 2> split_tiles{};  // of those, tiles that share their output block with others
   std::array<std::uint64_t, 2> split_blocks{};  // output blocks split over several tiles
   std::array<std::uint64_t, 2> shared_split_blocks{};  // of those, split in at most 8 parts that meet in shared memory
+  std::array<std::uint64_t, 2> packed_leaves{};  // COO4 leaves of at most 32 entries, taken four to a warp step
   std::array<std::uint64_t, 2> tile_bytes{};  // their device memory (units, tiles), read by every call in that orientation
   double traversal_ms = 0;                 // plan building (the leaf walk, tiles or riders, the wide order; a part
                                            // prepared by a later call adds its time), host clock
