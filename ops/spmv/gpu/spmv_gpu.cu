@@ -126,10 +126,12 @@ __global__ void __launch_bounds__(plan_block, 8) run_plan_wide(PlanBins p, SpmvS
 // The standard leaves by output tiles (spmv_tile_agent.cuh): writes every
 // output of y once, beta included. One instance per orientation: with the
 // orientation known at compile time the f32 kernel fits 32 registers without
-// spilling, and A's COO4 runs take the path without atomics (perf-log 20).
-// f64 runs 6 blocks an SM of 40 registers: at 8 its SpMV^T spilled (6 were
+// spilling, and A's runs in COO4 leaves of more than 32 entries take the path
+// with few atomics (perf-log 20). f64 runs 6 blocks an SM of 40 registers
+// (its SpMV still spills 8 bytes there): at 8 its SpMV^T spilled (6 were
 // 7-12% faster, perf-log 25), and with pack units its SpMV spilled 56 bytes
-// and lost 18-20% on the Laplacian and the stencil (perf-log 26).
+// and lost 18-20% on the Laplacian and the stencil (perf-log 26; the pack
+// code's segmented scan makes 32 of those bytes, ptxas).
 template <class V, bool Transposed>
 inline constexpr int tile_blocks_per_sm = sizeof(V) == 8 ? 6 : 8;
 template <class V, bool Transposed>

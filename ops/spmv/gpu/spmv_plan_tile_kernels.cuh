@@ -1,7 +1,7 @@
 #pragma once
 // The device side of planning output tiles (spmv_plan_tiles.cuh runs them):
 // per-leaf counts and sort keys, the greedy cut of output blocks into
-// tiles, and the units and gathered entries written in place.
+// tiles, and the units, gathered entries and packed leaves written in place.
 #include <algorithm>
 #include <cstdint>
 
@@ -161,6 +161,10 @@ __global__ void leaf_units(const NodeItem* items, const std::uint32_t* order, co
                            std::uint32_t leaves, uint4* units) {
   for (std::uint64_t k = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; k < leaves; k += std::uint64_t{gridDim.x} * blockDim.x) {
     const std::uint32_t i = order[k];
+    if (n[i] == 0) {  // sorted after the leaves: never read
+      units[k] = uint4{0, 0, 0, 0};
+      continue;
+    }
     const LeafClass c = leaf_class(items[i], n[i]);
     units[k] = c == gathered_class ? uint4{0, n[i], 0, 0}
                : c == packed_class ? uint4{0, 0, 1, 0}

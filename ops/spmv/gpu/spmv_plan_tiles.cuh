@@ -43,8 +43,9 @@
 namespace hisparse::ops::spmv_gpu {
 
 // One orientation's tiles, units, split groups (a counter each; d sums for
-// each group split over many thread blocks) and gathered entries, carved from one allocation (with the
-// synchronous allocator each cudaMalloc costs tens of microseconds).
+// each group split over many thread blocks), gathered entries and packed
+// leaves, carved from one allocation (with the synchronous allocator each
+// cudaMalloc costs tens of microseconds).
 template <class V>
 struct TilePlan {
   DeviceBytes memory;
@@ -58,10 +59,12 @@ struct TilePlan {
   [[nodiscard]] TileView<V> view() const { return parts; }
 };
 
-// Where tiles can address everything: block indices and unit counts in 32
-// bits (a matrix beyond that runs the traversal per call).
+// Where tiles can address everything: block indices, unit counts and the
+// sort keys (leaf_classes per block, and one past them) in 32 bits (a
+// matrix beyond that runs the traversal per call).
 inline bool tiles_fit(std::uint64_t rows, std::uint64_t cols, std::uint32_t log2d) {
-  return (std::max(rows, cols) >> log2d) < (std::uint64_t{1} << 31);
+  const std::uint64_t blocks = (std::max(rows, cols) + (std::uint64_t{1} << log2d) - 1) >> log2d;
+  return tile_detail::leaf_classes * blocks < (std::uint64_t{1} << 32);
 }
 
 // The listed items of the standard bins, back to back: [0, first_chunked)
@@ -202,7 +205,7 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
              "cudaMemcpyAsync(SpMV unit count)");
   cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(SpMV tile counts)");
   phases += "counted " + std::to_string(ms(t0));
-  if (total.units + total.gathered >= (std::uint64_t{1} << 32))
+  if (total.units + total.gathered + total.packed >= (std::uint64_t{1} << 32))
     throw LimitError("spmv: the plan needs more than 2^32 units");
   if (sizes.tiles >= (1u << 31)) throw LimitError("spmv: the plan needs more than 2^31 tiles");
 

@@ -11,7 +11,9 @@
 // of one leaf, one warp step each: lane l takes four consecutive entries with
 // one vector load of coordinates and one of values. A unit carries what the
 // warp needs to address its data (the value array's offset, the entry range,
-// the input block), so its loads do not wait for the node's header.
+// the input block), so its loads do not wait for the node's header. Small
+// leaves share units: one- and two-entry leaves' entries are gathered 32 to
+// a unit, COO4 leaves of at most 32 entries packed four to a unit.
 //
 // An output block with more units than one tile should take (a stencil's
 // block row, a circuit's dense line) is split over several tiles, whose sums

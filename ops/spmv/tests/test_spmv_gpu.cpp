@@ -562,7 +562,9 @@ TEST(SpmvGpu, OutputTiles) {
     Coo<double> c = random_coo<double>(30000, 20000, 40000, rng);
     for (index_t k = 0; k < 20000; ++k) c.push(11, k, random_value<double>(rng));
     for (index_t k = 0; k < 30000; k += 2) c.push(k, 5, random_value<double>(rng));
-    for (index_t j = 0; j < 7; ++j)  // block rows 20-26 with 2-8 leaves of 3 entries: a unit each
+    // Block rows 20-26 with 2-8 leaves of 3 entries: a unit each at d = 2,
+    // packed four to a unit from d = 4 (so from there, 1-2 units).
+    for (index_t j = 0; j < 7; ++j)
       for (index_t k = 0; k < j + 2; ++k)
         for (index_t e = 0; e < 3; ++e) c.push((20 + j) * d + k % d, k * d + e, random_value<double>(rng));
     for (index_t r = 8 * d; r < 9 * d; ++r)  // one full leaf: dense
@@ -587,9 +589,9 @@ TEST(SpmvGpu, OutputTiles) {
         if (d <= 32) {
           EXPECT_GT(plan.stats().shared_split_blocks[o], 0u) << what << ": shared";
         }
-        // The full line's leaves (at most 32 entries here; one or two, so
-        // gathered, at d = 2 and 4) share their outputs inside a pack unit:
-        // one row in A, one column in A^T.
+        // Leaves of at most 32 entries are packed (rows 20-26's, and the
+        // full lines' from d = 4 in A and d = 8 in A^T, whose leaves share
+        // one row in A, one column in A^T inside a pack unit).
         if (d >= 8 && d <= 32) {
           EXPECT_GT(plan.stats().packed_leaves[o], 0u) << what << ": packed";
         }
