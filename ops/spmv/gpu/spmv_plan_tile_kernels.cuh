@@ -157,18 +157,17 @@ struct AddLeafCounts {
     return {a.x + b.x, a.y + b.y, a.z + b.z, 0};
   }
 };
-__global__ void leaf_units(const NodeItem* items, const std::uint32_t* order, const std::uint32_t* n,
+// The class comes from the sorted key (as in write_units), not from the
+// item again; an item without entries (its key leaf_classes * blocks, class
+// 0, sorted after the leaves) counts nothing.
+__global__ void leaf_units(const std::uint32_t* sorted_keys, const std::uint32_t* order, const std::uint32_t* n,
                            std::uint32_t leaves, uint4* units) {
   for (std::uint64_t k = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; k < leaves; k += std::uint64_t{gridDim.x} * blockDim.x) {
-    const std::uint32_t i = order[k];
-    if (n[i] == 0) {  // sorted after the leaves: never read
-      units[k] = uint4{0, 0, 0, 0};
-      continue;
-    }
-    const LeafClass c = leaf_class(items[i], n[i]);
-    units[k] = c == gathered_class ? uint4{0, n[i], 0, 0}
+    const std::uint32_t cnt = n[order[k]];
+    const auto c = static_cast<LeafClass>(sorted_keys[k] % leaf_classes);
+    units[k] = c == gathered_class ? uint4{0, cnt, 0, 0}
                : c == packed_class ? uint4{0, 0, 1, 0}
-                                   : uint4{units_of(n[i]), 0, 0, 0};
+                                   : uint4{units_of(cnt), 0, 0, 0};
   }
 }
 

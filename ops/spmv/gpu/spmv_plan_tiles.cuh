@@ -171,7 +171,7 @@ bool plan_tiles(const std::byte* pool, const NodeItem* items, std::uint64_t coun
     std::size_t bytes = temp_bytes;
     cuda_check(cub::DeviceRadixSort::SortPairs(temp, bytes, keys, sorted_keys, index, order, n_items, 0, key_bits, stream),
                "cub::DeviceRadixSort::SortPairs (SpMV tiles)");
-    leaf_units<<<stride_grid(n_items), stride_threads, 0, stream>>>(items, order, n, n_items, leaf_n);
+    leaf_units<<<stride_grid(n_items), stride_threads, 0, stream>>>(sorted_keys, order, n, n_items, leaf_n);
     launched("launch of leaf_units (SpMV tiles)");
     bytes = temp_bytes;
     cuda_check(cub::DeviceScan::ExclusiveScan(temp, bytes, leaf_n, leaf_at, AddLeafCounts{}, uint4{0, 0, 0, 0}, n_items,
