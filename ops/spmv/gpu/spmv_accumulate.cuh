@@ -168,9 +168,11 @@ __device__ inline void quad_to_acc(uint2 cw, const V (&a)[4], std::uint32_t m, s
 // (ATOMS.CAST.SPIN): with every run added that way it retried 2.8 times a
 // unit on the Laplacian (perf-log 20). The barriers order these plain adds
 // after the previous quad's and before the next's.
-template <class V>
+// `slot` maps a local row to its place in out (the tiles' accumulators are
+// swizzled, tile_slot).
+template <class V, class Slot>
 __device__ inline void coo4_rows_to_acc(const std::uint32_t (&words)[2], const V (&a)[4], std::uint32_t m, const V* x,
-                                         V* out) {
+                                         V* out, Slot slot) {
   __syncwarp();
   const std::uint32_t head_row = words[0] & 0xFFu;
   std::uint32_t row = head_row;
@@ -183,7 +185,7 @@ __device__ inline void coo4_rows_to_acc(const std::uint32_t (&words)[2], const V
       const std::uint32_t r = w & 0xFFu;
       if (r != row) {
         if (in_head) head_sum = sum;
-        else out[row] += sum;
+        else out[slot(row)] += sum;
         in_head = false;
         row = r;
         sum = V(0);
@@ -193,10 +195,10 @@ __device__ inline void coo4_rows_to_acc(const std::uint32_t (&words)[2], const V
   }
   if (m > 0) {
     if (in_head) head_sum = sum;
-    else out[row] += sum;
+    else out[slot(row)] += sum;
   }
   __syncwarp();
-  if (m > 0) atomicAdd(out + head_row, head_sum);
+  if (m > 0) atomicAdd(out + slot(head_row), head_sum);
 }
 
 }  // namespace hisparse::ops::spmv_gpu

@@ -304,7 +304,7 @@ struct WarpLeaf {
       quad_to_acc(cw, a, m, in_base, st, acc);
     } else {
       const std::uint32_t words[2] = {cw.x, cw.y};
-      coo4_rows_to_acc(words, a, m, st.x + in_base, acc);
+      coo4_rows_to_acc(words, a, m, st.x + in_base, acc, [](std::uint32_t r) { return r; });
     }
   }
 };

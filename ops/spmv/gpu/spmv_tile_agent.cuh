@@ -119,6 +119,26 @@ struct TileShared {
   unsigned arrivals[tile_warps];
 };
 
+// Where a tile's output o lives in its warp's accumulator. A shared-memory
+// wavefront serves 32 banks of 4 bytes: 32 f32 or 16 f64 outputs (a half
+// warp). Lanes take four consecutive entries, so a leaf with one entry a row
+// (a Laplacian's off-diagonal blocks) sends lane l to output 4 l + j, and
+// without the swizzle 4 (f64) or 8 (f32) lanes met in one bank: 3.5-way
+// conflicts, 45% of the shared wavefronts of f64 SpMV^T, whose shared
+// traffic bounds it (perf-log 27). XOR-ing the output's bits 0-1 with the
+// bits above one wavefront's outputs spreads 4 l + j over all banks and
+// keeps consecutive outputs (a dense row, the epilogue) apart; it permutes
+// aligned groups of four, so every slot stays below tile_max_outputs.
+// f32 SpMV (N) keeps the plain layout: its shared traffic is a run's sum,
+// not an entry's product, and the swizzle's two instructions an access cost
+// the stencil 2.3% there while gaining nothing (perf-log 27).
+template <class V, bool Transposed>
+__device__ inline std::uint32_t tile_slot(std::uint32_t o) {
+  if constexpr (sizeof(V) == 4 && !Transposed) return o;
+  constexpr std::uint32_t per_wavefront_log2 = sizeof(V) == 8 ? 4 : 5;
+  return o ^ ((o >> per_wavefront_log2) & 3u);
+}
+
 template <class V>
 struct TileView {
   const Tile* tiles;  // tile count + 1: the last holds the units' end
@@ -159,7 +179,7 @@ __device__ inline void add_unit(const TileUnit& u, std::uint32_t lane, const Spm
       w1 = cw.y;
     }
   }
-  V* out = acc + (std::uint32_t{u.out} << b);
+  const std::uint32_t out = std::uint32_t{u.out} << b;  // the block's first output in the tile
   const V* x = st.x + (std::uint64_t{u.in_block} << b);
   if (type == NodeType::dense) {
     // Four consecutive cells: one row for d >= 4, so in A a row's cells are
@@ -171,8 +191,8 @@ __device__ inline void add_unit(const TileUnit& u, std::uint32_t lane, const Spm
       for (std::uint32_t j = 0; j < 4; ++j) {
         if (!((bits >> j) & 1u)) continue;
         const std::uint32_t cell = first + j, r = cell >> b, c = cell & (d - 1);
-        if (Transposed) atomicAdd(out + c, a[j] * x[r]);
-        else atomicAdd(out + r, a[j] * x[c]);
+        if (Transposed) atomicAdd(acc + tile_slot<V, Transposed>(out + c), a[j] * x[r]);
+        else atomicAdd(acc + tile_slot<V, Transposed>(out + r), a[j] * x[c]);
       }
       return;
     }
@@ -183,7 +203,7 @@ __device__ inline void add_unit(const TileUnit& u, std::uint32_t lane, const Spm
       if ((bits >> j) & 1u) sum += a[j] * x[c0 + j];
     const std::uint32_t width = d / 4 < 32 ? d / 4 : 32;  // lanes per row
     for (std::uint32_t off = width / 2; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-    if (active && lane % width == 0) atomicAdd(out + (first >> b), sum);
+    if (active && lane % width == 0) atomicAdd(acc + tile_slot<V, Transposed>(out + (first >> b)), sum);
     return;
   }
   // COO4: coordinates at byte 8, row-major; padding entries lie beyond count.
@@ -194,11 +214,11 @@ __device__ inline void add_unit(const TileUnit& u, std::uint32_t lane, const Spm
     for (std::uint32_t j = 0; j < 4; ++j) {
       if (j >= m) break;
       const std::uint32_t w = words[j / 2] >> (16 * (j % 2));
-      atomicAdd(out + ((w >> 8) & 0xFFu), a[j] * x[w & 0xFFu]);
+      atomicAdd(acc + tile_slot<V, Transposed>(out + ((w >> 8) & 0xFFu)), a[j] * x[w & 0xFFu]);
     }
     return;
   }
-  coo4_rows_to_acc(words, a, m, x, out);
+  coo4_rows_to_acc(words, a, m, x, acc, [out](std::uint32_t r) { return tile_slot<V, Transposed>(out + r); });
 }
 
 // A pack unit's leaves (`leaves`, `count` of them) into acc: lanes
@@ -242,7 +262,7 @@ __device__ inline void add_packed(const TileUnit* leaves, std::uint32_t count, s
       const std::uint32_t k = key_of(w);
       if (k != key) {
         if (in_head) head_sum = sum;
-        else atomicAdd(acc + key, sum);
+        else atomicAdd(acc + tile_slot<V, Transposed>(key), sum);
         in_head = false;
         key = k;
         sum = V(0);
@@ -252,7 +272,7 @@ __device__ inline void add_packed(const TileUnit* leaves, std::uint32_t count, s
   }
   if (m > 0) {
     if (in_head) head_sum = sum;
-    else atomicAdd(acc + key, sum);
+    else atomicAdd(acc + tile_slot<V, Transposed>(key), sum);
   }
   // First runs: segments of lanes with equal keys (a lane without entries
   // starts none and adds 0 to the one before it); each segment's first lane
@@ -268,18 +288,19 @@ __device__ inline void add_packed(const TileUnit* leaves, std::uint32_t count, s
       if (lane + off < 32 && (later_heads & ((std::uint64_t{1} << off) - 1)) == 0) head_sum += v;
     }
   }
-  if (leads) atomicAdd(acc + head, head_sum);
+  if (leads) atomicAdd(acc + tile_slot<V, Transposed>(head), head_sum);
 }
 
 // y[o] = k * acc + beta * y[o] for a tile's outputs o (beta == 0 overwrites:
 // NaN in y must not leak), lane `lane` of the tile's warp.
-template <class V>
+template <class V, bool Transposed>
 __device__ inline void write_outputs(const V* acc, std::uint32_t count, std::uint64_t out_base, V beta,
                                      std::uint32_t lane, const SpmvState<V>& st) {
   const std::uint32_t n = out_base + count <= st.y_size ? count : static_cast<std::uint32_t>(st.y_size - out_base);
   for (std::uint32_t i = lane; i < n; i += 32) {
     V* y = st.y + out_base + i;
-    *y = beta == V(0) ? st.k * acc[i] : st.k * acc[i] + beta * *y;
+    const V s = acc[tile_slot<V, Transposed>(i)];
+    *y = beta == V(0) ? st.k * s : st.k * s + beta * *y;
   }
 }
 
@@ -293,7 +314,7 @@ __device__ inline void run_tile(const TileView<V>& tv, std::uint32_t t, std::uin
   const std::uint32_t unit_end = tv.tiles[t + 1].unit_begin;
   if (tile.blocks == 0) return;  // padding that aligns a split block's parts (spmv_plan_tile_kernels.cuh)
   const std::uint32_t outputs = tile.blocks << st.log2d;
-  for (std::uint32_t i = lane; i < outputs; i += 32) acc[i] = V(0);
+  for (std::uint32_t i = lane; i < outputs; i += 32) acc[tile_slot<V, Transposed>(i)] = V(0);
   __syncwarp();
   // The next unit's descriptor is loaded before this one's entries are
   // used, as 16 raw bytes: loaded as a TileUnit, the compiler merged its
@@ -308,7 +329,7 @@ __device__ inline void run_tile(const TileView<V>& tv, std::uint32_t t, std::uin
       if (lane < unit.count) {
         const GatherEntry g = tv.gathered[unit.in_block + lane];
         const V a = *reinterpret_cast<const V*>(st.pool + g.value_at);
-        atomicAdd(acc + g.out, a * st.x[(std::uint64_t{g.in_block} << st.log2d) + g.in]);
+        atomicAdd(acc + tile_slot<V, Transposed>(g.out), a * st.x[(std::uint64_t{g.in_block} << st.log2d) + g.in]);
       }
       continue;
     }
@@ -321,7 +342,7 @@ __device__ inline void run_tile(const TileView<V>& tv, std::uint32_t t, std::uin
   __syncwarp();
   const std::uint64_t out_base = std::uint64_t{tile.block} << st.log2d;
   if (tile.split == no_split) {
-    write_outputs(acc, outputs, out_base, beta, lane, st);
+    write_outputs<V, Transposed>(acc, outputs, out_base, beta, lane, st);
     return;
   }
   // A part of a split block: the last part to arrive adds the parts' sums
@@ -349,12 +370,13 @@ __device__ inline void run_tile(const TileView<V>& tv, std::uint32_t t, std::uin
     if (!__shfl_sync(0xffffffffu, last, 0)) return;
     __syncwarp();
     for (std::uint32_t i = lane; i < outputs; i += 32) {
+      const std::uint32_t k = tile_slot<V, Transposed>(i);
       V s = V(0);
-      for (std::uint32_t p = 0; p < g.parts; ++p) s += sh.acc[w0 + p][i];
-      acc[i] = s;
+      for (std::uint32_t p = 0; p < g.parts; ++p) s += sh.acc[w0 + p][k];
+      acc[k] = s;
     }
     __syncwarp();
-    write_outputs(acc, outputs, out_base, beta, lane, st);
+    write_outputs<V, Transposed>(acc, outputs, out_base, beta, lane, st);
     return;
   }
   // Many parts, from many thread blocks: each adds its non-zero sums into
@@ -362,8 +384,10 @@ __device__ inline void run_tile(const TileView<V>& tv, std::uint32_t t, std::uin
   // a slot per part left the last part alone adding a thousand slots); the
   // last part clears the slot and resets the counter for the next call.
   V* sums = tv.sums + (std::uint64_t{g.first_slot} << st.log2d);
-  for (std::uint32_t i = lane; i < outputs; i += 32)
-    if (acc[i] != V(0)) atomicAdd(sums + i, acc[i]);
+  for (std::uint32_t i = lane; i < outputs; i += 32) {
+    const V s = acc[tile_slot<V, Transposed>(i)];
+    if (s != V(0)) atomicAdd(sums + i, s);
+  }
   __threadfence();
   __syncwarp();
   bool last = false;
@@ -371,11 +395,11 @@ __device__ inline void run_tile(const TileView<V>& tv, std::uint32_t t, std::uin
   if (!__shfl_sync(0xffffffffu, last, 0)) return;
   __threadfence();
   for (std::uint32_t i = lane; i < outputs; i += 32) {
-    acc[i] = __ldcg(sums + i);
+    acc[tile_slot<V, Transposed>(i)] = __ldcg(sums + i);
     sums[i] = V(0);
   }
   __syncwarp();
-  write_outputs(acc, outputs, out_base, beta, lane, st);
+  write_outputs<V, Transposed>(acc, outputs, out_base, beta, lane, st);
   if (lane == 0) tv.arrivals[tile.split] = 0;
 }
 
