@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "hisparse/formats/node_view.hpp"
+#include "hisparse/ops/spmv_gpu.hpp"
 
 namespace hisparse::ops::spmv_gpu {
 
@@ -42,8 +43,8 @@ inline constexpr std::uint32_t coow_chunk = 128;  // 32 lanes x 4 entries: one s
 // block of wide_block_threads (its SpMV^T agents, spmv_plan_agents.cuh).
 inline constexpr std::uint32_t list_wide_blocks = leaf_bin_count;
 inline constexpr std::uint32_t plan_list_count = leaf_bin_count + 1;
-inline constexpr std::uint32_t wide_block_threads = 1024;
-inline constexpr std::uint32_t wide_block_chunk = 4 * wide_block_threads;  // four entries per thread, one step
+inline constexpr std::uint32_t wide_block_chunk = spmv_wide_chunk_entries;
+inline constexpr std::uint32_t wide_block_threads = wide_block_chunk / 4;  // four entries per thread, one step
 
 template <class V>
 struct SpmvState {
@@ -84,6 +85,16 @@ __device__ inline void load4(const float* p, float (&a)[4]) {
 __device__ inline void load4(const double* p, double (&a)[4]) {
   const double2 u = reinterpret_cast<const double2*>(p)[0], v = reinterpret_cast<const double2*>(p)[1];
   a[0] = u.x; a[1] = u.y; a[2] = v.x; a[3] = v.y;
+}
+
+// Four consecutive values with 16-byte stores (shared staging: a lane's
+// four scalar stores at 4 l + j met four or eight lanes to a bank).
+__device__ inline void store4(float* p, const float (&a)[4]) {
+  *reinterpret_cast<float4*>(p) = make_float4(a[0], a[1], a[2], a[3]);
+}
+__device__ inline void store4(double* p, const double (&a)[4]) {
+  reinterpret_cast<double2*>(p)[0] = make_double2(a[0], a[1]);
+  reinterpret_cast<double2*>(p)[1] = make_double2(a[2], a[3]);
 }
 
 // Loads of the pool's stream, read once: in f64 with __ldcs (evict-first),

@@ -21,8 +21,8 @@
 // 20). A power-law node has as many column runs as row runs (R-MAT: 5.76 M
 // distinct (node, row) and (node, column) pairs), so SpMV^T can do with as
 // few atomics as SpMV if it meets a column's entries together:
-// - wide_columns_ordered (the default): the plan keeps each 4096-entry
-//   chunk's positions in column order (spmv_plan_wide_order.cuh); products
+// - wide_columns_ordered (the default): the plan keeps each chunk's
+//   (spmv_wide_chunk_entries) positions in column order (spmv_plan_wide_order.cuh); products
 //   go to shared memory in stored order and come back in column order, and
 //   column runs are summed in registers and by the warp merge. No shared
 //   atomics (a float or double shared add is a compare-and-swap loop on
@@ -128,9 +128,10 @@ struct WideOrderView {
 };
 
 // The shared memory of wide_columns_ordered: each entry's product and its
-// column inside the node, in stored order.
+// column inside the node, in stored order (a thread's four side by side,
+// written with one vector store each).
 template <class V>
-struct WideOrderShared {
+struct alignas(16) WideOrderShared {
   V product[wide_block_chunk];
   std::uint16_t col[wide_block_chunk];
 };
@@ -154,13 +155,12 @@ __device__ inline void wide_columns_ordered(const NodeItem& it, std::uint32_t ti
     std::uint32_t words[4];
     V a[4];
     node.quad(begin + p, words, a);
+    V prod[4];
 #pragma unroll
-    for (std::uint32_t j = 0; j < 4; ++j) {
-      if (p + j < n) {
-        sh.product[p + j] = a[j] * st.x[row_base | (words[j] & 0xFFFFu)];
-        sh.col[p + j] = static_cast<std::uint16_t>(words[j] >> 16);
-      }
-    }
+    for (std::uint32_t j = 0; j < 4; ++j) prod[j] = p + j < n ? a[j] * st.x[row_base | (words[j] & 0xFFFFu)] : V(0);
+    store4(sh.product + p, prod);
+    *reinterpret_cast<uint2*>(sh.col + p) = uint2{(words[0] >> 16) | (words[1] & 0xFFFF0000u),
+                                                  (words[2] >> 16) | (words[3] & 0xFFFF0000u)};
   }
   __syncthreads();
   // Each chunk's positions are padded to a multiple of 4: one 8-byte load.

@@ -2,7 +2,7 @@
 // Plan building, third part: the column order of wide (COOW) nodes, which
 // SpMV^T reads (its agent, wide_columns_ordered, and why: spmv_plan_agents.cuh).
 //
-// Per whole-block chunk of a wide node (4096 entries), the chunk's positions
+// Per whole-block chunk of a wide node (spmv_wide_chunk_entries), the chunk's positions
 // in (column, row) order as 16-bit positions inside the chunk: 2 bytes per
 // wide entry plus 8 per chunk, built once by a stable block radix sort (CUB)
 // of the column digits. Each chunk is padded to a multiple of 4 positions so
@@ -57,7 +57,8 @@ __global__ void padded_lengths(const std::byte* pool, const NodeItem* items, std
 // every entry, and the agent never reads them (it stops at n). Also counts
 // the chunk's column runs into *runs.
 //
-// A chunk's 4096 keys over 256 threads in digits of 5 bits: R-MAT 2^21's
+// A chunk's keys over 256 threads in digits of 5 bits. With 4096-entry
+// chunks (before perf-log 28) R-MAT 2^21's
 // 16 384 chunks sorted in 0.64 ms, against 1.27 with 1024 threads x 4 keys
 // in 4-bit digits, 1.06 with 512 threads, 0.74 with 256 in 4 bits, 0.68 with
 // 256 in 6 bits or 128 in 5 (H100, perf-log R6): fewer threads per block

@@ -95,7 +95,7 @@ void check_all_states(const Matrix<V>& host, ops::SpmvOptions opt, std::mt19937_
 
 // The column runs that the plan's wide order must give (SpmvPlanStats::
 // wide_column_runs), from the host content alone: each wide node's entries in
-// row-major order, cut into chunks of 4096, the distinct columns per chunk.
+// row-major order, cut into chunks of spmv_wide_chunk_entries, the distinct columns per chunk.
 // A wrong order still sums to the right y (any permutation does); it shows
 // here. The matrix must be wide at every non-empty d^2 x d^2 block.
 template <class V>
@@ -110,9 +110,10 @@ std::uint64_t expected_column_runs(const Matrix<V>& m) {
   std::uint64_t runs = 0;
   for (auto& [block, entries] : nodes) {
     std::sort(entries.begin(), entries.end());
-    for (std::size_t first = 0; first < entries.size(); first += 4096) {
+    constexpr std::size_t chunk = ops::spmv_wide_chunk_entries;
+    for (std::size_t first = 0; first < entries.size(); first += chunk) {
       std::set<index_t> cols;
-      for (std::size_t k = first; k < std::min(entries.size(), first + 4096); ++k) cols.insert(entries[k].second);
+      for (std::size_t k = first; k < std::min(entries.size(), first + chunk); ++k) cols.insert(entries[k].second);
       runs += cols.size();
     }
   }
@@ -277,7 +278,7 @@ TEST(SpmvGpu, WideNodes) {
   };
   // A power-law-like corner: 40 000^2 at d = 128 is 3 x 3 wide nodes; node
   // (0, 0) gets heavy rows and columns (an entry every 9th position) among
-  // 20 000 scattered entries of its own, so it holds ten 4096-entry chunks
+  // 20 000 scattered entries of its own, so it holds ten 4096-entry (forty 1024-entry) chunks
   // and columns whose runs cross threads, warps and chunks in the plan's
   // column order.
   auto power_corner = [&](auto value_tag, std::size_t scattered) {

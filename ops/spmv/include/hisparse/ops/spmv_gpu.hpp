@@ -20,6 +20,13 @@
 
 namespace hisparse::ops {
 
+// SpMV^T of wide (COOW) nodes takes them in chunks of this many stored
+// entries, a thread block of a quarter as many threads each; the plan's
+// column order (SpmvOptions::wide_column_order) sorts each chunk. 1024: a
+// block waits at its barrier for its slowest gather, and 4096-entry chunks
+// in blocks of 1024 threads ran R-MAT 2^22's SpMV^T 31-34% slower (perf-log 28).
+inline constexpr std::uint32_t spmv_wide_chunk_entries = 1024;
+
 struct SpmvOptions {
   // The fastest measured for SpMV's traversal (docs/bench/h100-controllers.md:
   // geometric mean over four families 0.85 ms against persistent 0.94, tail
@@ -37,7 +44,7 @@ struct SpmvOptions {
   enum class Riders { automatic, always, never };
   Riders riders = Riders::automatic;
   // With the reused traversal, where A has wide (COOW) nodes: the plan keeps
-  // each 4096-entry chunk's column order (2 bytes per wide entry, built at
+  // each chunk's column order (spmv_wide_chunk_entries) (2 bytes per wide entry, built at
   // plan time), so that SpMV^T sums a column's products in registers as SpMV
   // does a row's (docs/ops.md, "Wide nodes in SpMV^T"). false: no extra
   // memory; SpMV^T then sums in a shared accumulator of the node's d^2
@@ -82,7 +89,7 @@ struct SpmvPlanStats {
                                            // per-orientation fields below stay 0 until their part is
   std::array<std::uint64_t, 2> riders{};   // small leaves summed with a large leaf of their output block: A, A^T
   std::uint64_t wide_order_bytes = 0;      // device memory of the wide nodes' column order (0: none)
-  std::uint64_t wide_column_runs = 0;      // its runs of equal columns per 4096-entry chunk: SpMV^T's atomics before the warp merge
+  std::uint64_t wide_column_runs = 0;      // its runs of equal columns per chunk (spmv_wide_chunk_entries): SpMV^T's atomics before the warp merge
   std::array<std::uint64_t, 2> tiles{};       // output tiles of A and A^T (0: not used), empty padding ones included
   std::array<std::uint64_t, 2> split_tiles{};  // of those, tiles that share their output block with others
   std::array<std::uint64_t, 2> split_blocks{};  // output blocks split over several tiles
