@@ -167,9 +167,11 @@ __global__ void __launch_bounds__(wide_block_threads) run_plan_wide_ordered(cons
   wide_columns_ordered(items[blockIdx.x], threadIdx.x, st, order, blockIdx.x, sh);
 }
 
-// The most shared memory the wide-columns accumulator may take: two blocks of
-// 1024 threads per SM. f64 with d = 128 (128 KiB, one block per SM) measured
-// slower than the warp chunks (perf-log 9) and keeps them, as does d = 256.
+// The most shared memory the wide-columns accumulator may take: chosen when a
+// block had 1024 threads (two blocks per SM); with 256-thread blocks since
+// perf-log 28 it allows three (24 warps), not measured since. f64 with
+// d = 128 (128 KiB, one block per SM) measured slower than the warp chunks
+// (perf-log 9) and keeps them, as does d = 256.
 constexpr std::size_t wide_columns_max_bytes = 64 * 1024;
 
 // Every node occupies at least 16 bytes, so no queue ever holds more items

@@ -30,7 +30,8 @@ struct WideOrder {
   DeviceBytes order;  // u16 positions inside the chunk, each chunk padded to a multiple of 4
   std::uint64_t entries = 0;  // positions stored, padding included
   // Runs of equal columns over all chunks: what SpMV^T adds into y before
-  // the warp merge (R-MAT scale 20: 5.93 M for 16.1 M entries in 5 178 chunks).
+  // the warp merge (R-MAT scale 20: 5.93 M for 16.1 M entries in 5 178 chunks
+  // of 4096; chunks of 1024 since perf-log 28 make more runs).
   std::uint64_t column_runs = 0;
   [[nodiscard]] std::uint64_t bytes() const { return first.size() + order.size(); }
 };

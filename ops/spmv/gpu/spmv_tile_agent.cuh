@@ -128,7 +128,9 @@ struct TileShared {
 // traffic bounds it (perf-log 27). XOR-ing the output's bits 0-1 with the
 // bits above one wavefront's outputs spreads 4 l + j over all banks and
 // keeps consecutive outputs (a dense row, the epilogue) apart; it permutes
-// aligned groups of four, so every slot stays below tile_max_outputs.
+// aligned groups of four, so every slot stays below tile_max_outputs (with
+// d = 2 a tile's outputs may end inside a group, and a slot may then lie
+// past them: the clear, the adds and the epilogue map alike, so unused).
 // f32 SpMV (N) keeps the plain layout: its shared traffic is a run's sum,
 // not an entry's product, and the swizzle's two instructions an access cost
 // the stencil 2.3% there while gaining nothing (perf-log 27).
