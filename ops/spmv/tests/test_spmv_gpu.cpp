@@ -278,7 +278,7 @@ TEST(SpmvGpu, WideNodes) {
   };
   // A power-law-like corner: 40 000^2 at d = 128 is 3 x 3 wide nodes; node
   // (0, 0) gets heavy rows and columns (an entry every 9th position) among
-  // 20 000 scattered entries of its own, so it holds ten 4096-entry (forty 1024-entry) chunks
+  // 20 000 scattered entries of its own, so it holds over forty chunks of spmv_wide_chunk_entries
   // and columns whose runs cross threads, warps and chunks in the plan's
   // column order.
   auto power_corner = [&](auto value_tag, std::size_t scattered) {

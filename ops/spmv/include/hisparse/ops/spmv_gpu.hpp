@@ -44,7 +44,7 @@ struct SpmvOptions {
   enum class Riders { automatic, always, never };
   Riders riders = Riders::automatic;
   // With the reused traversal, where A has wide (COOW) nodes: the plan keeps
-  // each chunk's column order (spmv_wide_chunk_entries) (2 bytes per wide entry, built at
+  // the column order of each chunk of spmv_wide_chunk_entries (2 bytes per wide entry, built at
   // plan time), so that SpMV^T sums a column's products in registers as SpMV
   // does a row's (docs/ops.md, "Wide nodes in SpMV^T"). false: no extra
   // memory; SpMV^T then sums in a shared accumulator of the node's d^2
