@@ -105,7 +105,7 @@ __device__ inline void leaf_coo(const NodeItem& it, std::uint32_t lane, std::uin
     for (std::uint32_t j = 0; j < m; ++j)
       run.add(st, (it.brow << st.log2d) | cs[j].row, (it.bcol << st.log2d) | cs[j].col, a[j]);
     if (pending && 4 * (q + group) >= n) *pending = PendingAdd<V>{run.out, st.k * run.sum, true};
-    else atomicAdd(st.y + run.out, st.k * run.sum);
+    else add_to_y(st.y + run.out, st.k * run.sum);
   }
 }
 
@@ -219,7 +219,7 @@ __device__ inline void leaf_dense(const NodeItem& it, std::uint32_t lane, std::u
       sum += vals[cell] * st.x[row_base | (cell >> b)];
       any = true;
     }
-    if (any) atomicAdd(st.y + (col_base | (lane & ((1u << b) - 1u))), st.k * sum);
+    if (any) add_to_y(st.y + (col_base | (lane & ((1u << b) - 1u))), st.k * sum);
     return;
   }
   for (std::uint32_t first = begin; first < cells; first += group) {

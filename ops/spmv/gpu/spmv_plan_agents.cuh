@@ -114,7 +114,7 @@ __device__ inline void wide_columns(const NodeItem& it, std::uint32_t tid, const
     if (j < m) {
       const std::uint32_t col = words[j] >> 16;
       const V v = take(acc + col);
-      if (v != V(0)) atomicAdd(st.y + (col_base | col), st.k * v);
+      if (v != V(0)) add_to_y(st.y + (col_base | col), st.k * v);
     }
   }
   __syncthreads();
