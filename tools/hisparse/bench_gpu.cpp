@@ -151,15 +151,15 @@ std::vector<BenchRecord> bench_spmv(const Matrix<V>& host, const std::string& na
     };
     // The plan prepares A^T's part at the first call in that orientation.
     if (!plan.stats().prepared[t ? 1 : 0]) plan(dx.as<V>(), dy.as<V>(), V(1), V(0));
-    // SpMV^T also reads the plan's column order of wide nodes, where it has one.
-    // And the output tiles' units of this orientation.
-    const std::uint64_t plan_bytes =
-        a.pool_bytes() + (t ? plan.stats().wide_order_bytes : 0) + plan.stats().tile_bytes[t ? 1 : 0];
+    // SpMV^T also reads the plan's column order of wide nodes, SpMV their row
+    // windows, where it has them; and the output tiles' units of this orientation.
+    const auto wide_bytes = [&](const ops::SpmvPlanStats& s) { return t ? s.wide_order_bytes : s.wide_rows_bytes; };
+    const std::uint64_t plan_bytes = a.pool_bytes() + wide_bytes(plan.stats()) + plan.stats().tile_bytes[t ? 1 : 0];
     if (o.spmv) record("hisparse", plan_bytes, [&] { plan(dx.as<V>(), dy.as<V>(), V(1), V(0)); });
     if (o.spmv && plan.stats().tiles[t ? 1 : 0] > 0) {
       // What the output tiles bring: the leaf bins with atomics into y.
       if (!no_tiles) no_tiles.emplace(a, ops::SpmvOptions{.tiles = ops::SpmvOptions::Tiles::never, .orientations = both});
-      record("hisparse-no-tiles", a.pool_bytes() + (t ? no_tiles->stats().wide_order_bytes : 0),
+      record("hisparse-no-tiles", a.pool_bytes() + wide_bytes(no_tiles->stats()),
              [&] { (*no_tiles)(dx.as<V>(), dy.as<V>(), V(1), V(0)); });
     }
     if (o.spmv && t && plan.stats().wide_order_bytes > 0) {

@@ -15,6 +15,7 @@
 #include "spmv_plan_riders.cuh"
 #include "spmv_plan_tiles.cuh"
 #include "spmv_plan_wide_order.cuh"
+#include "spmv_plan_wide_rows.cuh"
 #include "spmv_procedures.cuh"
 
 namespace hisparse::ops {
@@ -145,6 +146,13 @@ __global__ void __launch_bounds__(tile_threads, tile_blocks_per_sm<V, Transposed
   if (t < tiles) run_tile<V, Transposed>(tv, static_cast<std::uint32_t>(t), w, threadIdx.x % 32, st, beta, sh);
 }
 
+// SpMV of wide nodes by row windows: one unit a block (spmv_plan_wide_rows.cuh).
+template <class V>
+__global__ void __launch_bounds__(wide_rows_threads) run_plan_wide_rows(WideRowsView rows, SpmvState<V> st) {
+  __shared__ __align__(16) V acc[wide_window_bytes / sizeof(V)];
+  wide_rows_unit(rows, blockIdx.x, threadIdx.x, st, acc);
+}
+
 // SpMV^T of wide nodes: whole-block chunks summed per column in shared memory
 // (the node's d^2 columns); a block loops over chunks so that it clears its
 // accumulator once.
@@ -228,6 +236,7 @@ struct GpuSpmv<V>::Impl {
   std::uint64_t warp_slots = 1;  // resident warps of the whole GPU
   int wide_columns_blocks = 0;  // resident blocks per SM of run_plan_wide_columns; 0: not used
   WideOrder wide_order;         // the wide chunks' column order (SpMV^T); empty: not used
+  WideRows wide_rows;           // the wide chunks' row windows (SpMV); empty: not used
   TilePlan<V> tiles[2];         // the standard leaves by output tiles, for A and A^T; unused when !use_tiles
   bool use_tiles = false;
   std::uint32_t tile_units = 1, min_fill = 0;
@@ -366,6 +375,12 @@ struct GpuSpmv<V>::Impl {
       orient(o, c);
     }
     const auto t_oriented = std::chrono::steady_clock::now();
+    if (o == 0 && plan.count[bin_wide] > 0) {
+      wide_rows = plan_wide_rows<V>(a->pool(), plan.items[bin_wide], plan.count[bin_wide], shape.rows, shape.cols,
+                                    shape.log2_node_size, c);
+      stats.wide_rows_bytes = wide_rows.bytes();
+      stats.wide_row_units = wide_rows.unit_count;
+    }
     if (o == 1 && options.wide_column_order && wide_block_count > 0) {
       wide_order = plan_wide_order(a->pool(), wide_blocks, wide_block_count, shape.log2_node_size, c);
       stats.wide_order_bytes = wide_order.bytes();
@@ -477,7 +492,11 @@ struct GpuSpmv<V>::Impl {
           run_plan<V, false><<<static_cast<unsigned>(blocks), plan_block, shared, stream>>>(plan, st, riding);
         cuda_check(cudaGetLastError(), "launch of run_plan");
       }
-      if (st.transposed && wide_order.entries > 0) {
+      if (!st.transposed && wide_rows.unit_count > 0) {
+        run_plan_wide_rows<V><<<static_cast<unsigned>(wide_rows.unit_count), wide_rows_threads, 0, stream>>>(
+            wide_rows.view(), st);
+        cuda_check(cudaGetLastError(), "launch of run_plan_wide_rows");
+      } else if (st.transposed && wide_order.entries > 0) {
         run_plan_wide_ordered<V><<<static_cast<unsigned>(wide_block_count), wide_block_threads, 0, stream>>>(
             wide_blocks, st, WideOrderView{wide_order.first.as<std::uint64_t>(), wide_order.order.as<std::uint16_t>()});
         cuda_check(cudaGetLastError(), "launch of run_plan_wide_ordered");

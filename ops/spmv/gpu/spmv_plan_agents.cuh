@@ -1,6 +1,6 @@
 #pragma once
-// Agents of the cached SpMV plan (spmv_gpu.cu): riders of large leaves, and
-// SpMV^T of wide nodes.
+// Agents of the cached SpMV plan (spmv_gpu.cu): riders of large leaves,
+// SpMV^T of wide nodes, and SpMV of wide nodes by row windows (at the end).
 //
 // Riders. A small leaf (<= 32 entries) adds its products into y with global
 // atomics, one per output it touches; where a line crosses many block rows
@@ -173,6 +173,84 @@ __device__ inline void wide_columns_ordered(const NodeItem& it, std::uint32_t ti
       if (p + j < n) run.add_product(st, col_base | sh.col[pos[j]], sh.product[pos[j]]);
   }
   warp_segmented_add(st.y, run.out, st.k * run.sum, p < n);
+}
+
+// SpMV of wide nodes by row windows (plan: spmv_plan_wide_rows.cuh, which
+// says why). A window's accumulators: 4096 rows in f32, 2048 in f64 (fewer
+// when a wide node spans fewer rows, d^2).
+inline constexpr std::uint32_t wide_window_bytes = 16 * 1024;
+inline constexpr std::uint32_t wide_rows_threads = 256;
+inline constexpr std::uint32_t wide_unit_pieces = 256;  // pieces per unit, at most
+
+// The entries [lo, hi) of one wide node whose rows lie in one window.
+struct WidePiece {
+  std::uint64_t bcol;  // the node's block column, in d^2 columns
+  NodeRef ref;
+  std::uint32_t lo, hi;
+};
+// A thread block's work: pieces [first, the next unit's first) of the window
+// whose first row is `row`.
+struct WideRowUnit {
+  std::uint64_t row;
+  std::uint64_t first;
+};
+static_assert(sizeof(WidePiece) == 24 && sizeof(WideRowUnit) == 16);
+
+struct WideRowsView {
+  const WidePiece* pieces;
+  const WideRowUnit* units;  // one more than there are units: the last holds the end
+  std::uint32_t log2w;       // rows per window, log2
+};
+
+template <class V>
+__host__ __device__ constexpr std::uint32_t wide_window_log2(std::uint32_t log2d) {
+  constexpr std::uint32_t most = sizeof(V) == 4 ? 12 : 11;
+  static_assert((std::size_t{1} << most) * sizeof(V) == wide_window_bytes);
+  return 2 * log2d < most ? 2 * log2d : most;
+}
+
+// One unit by a block of wide_rows_threads: warps take its pieces in turn,
+// a lane four entries per step; a lane's run of equal rows (entries are
+// row-major) is summed in a register and added into the window's
+// accumulator once; then the block adds the touched rows into y. `acc`:
+// 2^log2w values of shared memory. Calls __syncthreads.
+template <class V>
+__device__ inline void wide_rows_unit(const WideRowsView& v, std::uint64_t unit, std::uint32_t tid,
+                                      const SpmvState<V>& st, V* acc) {
+  const std::uint32_t window = 1u << v.log2w;
+  for (std::uint32_t i = tid; i < window; i += wide_rows_threads) acc[i] = V(0);
+  __syncthreads();
+  const WideRowUnit u = v.units[unit];
+  const std::uint64_t end = v.units[unit + 1].first;
+  const std::uint32_t shift = 2 * st.log2d, lane = tid % 32;
+  for (std::uint64_t i = u.first + tid / 32; i < end; i += wide_rows_threads / 32) {
+    const WidePiece piece = v.pieces[i];
+    const CoowArrays<V> node = coow_arrays<V>(st.pool, piece.ref);
+    const std::uint64_t col_base = piece.bcol << shift;
+    for (std::uint32_t e = (piece.lo & ~3u) + 4 * lane; e < piece.hi; e += 128) {
+      // The pool's stream read once (evict-first in f64: x stays in L2).
+      const uint2 w0 = load_coords_streamed<V>(node.coords + e / 2), w1 = load_coords_streamed<V>(node.coords + e / 2 + 1);
+      const std::uint32_t words[4] = {w0.x, w0.y, w1.x, w1.y};
+      V a[4];
+      load4_streamed(node.values + e, a);
+      std::uint32_t row = ~0u;
+      V sum = V(0);
+#pragma unroll
+      for (std::uint32_t j = 0; j < 4; ++j) {
+        if (e + j < piece.lo || e + j >= piece.hi) continue;
+        const std::uint32_t r = words[j] & (window - 1u);
+        if (r != row) {
+          if (row != ~0u) atomicAdd(acc + row, sum);
+          row = r;
+          sum = V(0);
+        }
+        sum += a[j] * st.x[col_base | (words[j] >> 16)];
+      }
+      if (row != ~0u) atomicAdd(acc + row, sum);
+    }
+  }
+  __syncthreads();
+  flush_outputs(acc, window, u.row, tid, wide_rows_threads, st);
 }
 
 }  // namespace hisparse::ops::spmv_gpu

@@ -341,6 +341,33 @@ TEST(SpmvGpu, WideNodes) {
     DeviceMatrix<double> dev(host);
     EXPECT_EQ(ops::GpuSpmv<double>(dev, ops::SpmvOptions{.orientations = ops::SpmvOptions::Orientations::both}).stats().wide_column_runs, expected_column_runs(host));
   }
+  // SpMV's row windows (spmv_plan_wide_rows.cuh): a band of rows 5000-6999
+  // with 80 000 scattered entries (all four nodes stay wide: hisparse info)
+  // gives its windows (4096 rows in f32, 2048 in f64: 4096-6143 and
+  // 6144-8191) over 256 chunk pieces each, so each takes more than one
+  // unit (wide_unit_pieces); chunks cross window boundaries.
+  for (int precision = 0; precision < 2; ++precision) {
+    auto band = [&](auto value_tag) {
+      using V = decltype(value_tag);
+      Coo<V> c = random_coo<V>(30000, 30000, 20000, rng);
+      std::uniform_int_distribution<index_t> row(5000, 6999), col(0, 29999);
+      for (int k = 0; k < 80000; ++k) c.push(row(rng), col(rng), random_value<V>(rng));
+      return build_wide(c, 128);
+    };
+    auto check = [&](const auto& host, const char* what) {
+      using V = typename std::decay_t<decltype(host)>::value_type;
+      check_all_states(host, {}, rng, what);
+      DeviceMatrix<V> dev(host);
+      const ops::GpuSpmv<V> plan(dev);
+      const std::uint64_t window_rows = sizeof(V) == 4 ? 4096 : 2048;
+      const std::uint64_t windows = (host.rows() + window_rows - 1) / window_rows;
+      EXPECT_EQ(validate(host.content()).coow, 4u) << what;
+      EXPECT_GT(plan.stats().wide_rows_bytes, 0u) << what;
+      EXPECT_GT(plan.stats().wide_row_units, windows) << what << ": a window must take several units";
+    };
+    if (precision == 0) check(band(0.0f), "row windows f32");
+    else check(band(0.0), "row windows f64");
+  }
 }
 
 TEST(SpmvGpu, ExtremeShapes) {
