@@ -170,7 +170,7 @@ std::vector<BenchRecord> bench_spmv(const Matrix<V>& host, const std::string& na
     if (o.spmv && plan.stats().riders[t ? 1 : 0] > 0) {
       // What the riders bring, where there are any: the same plan without.
       if (!no_riders) no_riders.emplace(a, ops::SpmvOptions{.riders = ops::SpmvOptions::Riders::never, .orientations = both});
-      record("hisparse-no-riders", a.pool_bytes(), [&] { (*no_riders)(dx.as<V>(), dy.as<V>(), V(1), V(0)); });
+      record("hisparse-no-riders", a.pool_bytes() + wide_bytes(no_riders->stats()), [&] { (*no_riders)(dx.as<V>(), dy.as<V>(), V(1), V(0)); });
     }
     if (o.spmv && o.controllers) {
       // The paper's way: a full runtime traversal per call, under each controller.

@@ -393,7 +393,7 @@ struct GpuSpmv<V>::Impl {
     if (runtime::log::enabled(runtime::log::Level::debug))
       runtime::log::debug(std::string("spmv plan: ") + (o == 1 ? "A^T" : "A") + " prepared in " +
                           std::to_string(ms(t0, t_end)) + " ms: " + (use_tiles ? "tiles " : "riders ") +
-                          std::to_string(ms(t0, t_oriented)) + ", wide order " + std::to_string(ms(t_oriented, t_end)) +
+                          std::to_string(ms(t0, t_oriented)) + ", wide order or row windows " + std::to_string(ms(t_oriented, t_end)) +
                           " ms");
   }
 

@@ -15,7 +15,9 @@
 // and unit. A window with many pieces is cut into units of at most
 // wide_unit_pieces pieces (one thread block each), which add into y.
 //
-// The plan keeps the pieces (24 bytes each: one or two per 128-entry chunk) and the units (16 bytes each), in window order, pieces
+// The plan keeps the pieces (24 bytes each: one or two per 128-entry chunk
+// on R-MAT; a chunk gets a piece for every window from its first row's to
+// its last's, empty ones too: up to d^2 / 2^log2w in a sparse node) and the units (16 bytes each), in window order, pieces
 // of a window by block column (x is read in column order within a unit).
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>

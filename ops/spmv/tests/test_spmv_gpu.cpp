@@ -343,13 +343,16 @@ TEST(SpmvGpu, WideNodes) {
   }
   // SpMV's row windows (spmv_plan_wide_rows.cuh): a band of rows 5000-6999
   // with 80 000 scattered entries (all four nodes stay wide: hisparse info)
-  // gives its windows (4096 rows in f32, 2048 in f64: 4096-6143 and
-  // 6144-8191) over 256 chunk pieces each, so each takes more than one
-  // unit (wide_unit_pieces); chunks cross window boundaries.
+  // gives its windows over 256 chunk pieces each, so each takes more than
+  // one unit (wide_unit_pieces): in f32 one window of 4096 rows (4096-8191,
+  // three units), in f64 two of 2048 (4096-6143 and 6144-8191), which the
+  // band's chunks cross. 30 001 rows: the last window's flush takes the
+  // scalar tail of flush_outputs (y is 16-byte aligned, the rows not a
+  // multiple of 4).
   for (int precision = 0; precision < 2; ++precision) {
     auto band = [&](auto value_tag) {
       using V = decltype(value_tag);
-      Coo<V> c = random_coo<V>(30000, 30000, 20000, rng);
+      Coo<V> c = random_coo<V>(30001, 30000, 20000, rng);
       std::uniform_int_distribution<index_t> row(5000, 6999), col(0, 29999);
       for (int k = 0; k < 80000; ++k) c.push(row(rng), col(rng), random_value<V>(rng));
       return build_wide(c, 128);

@@ -89,9 +89,9 @@ struct SpmvPlanStats {
                                            // per-orientation fields below stay 0 until their part is
   std::array<std::uint64_t, 2> riders{};   // small leaves summed with a large leaf of their output block: A, A^T
   std::uint64_t wide_order_bytes = 0;      // device memory of the wide nodes' column order (0: none)
+  std::uint64_t wide_column_runs = 0;      // its runs of equal columns per chunk (spmv_wide_chunk_entries): SpMV^T's atomics before the warp merge
   std::uint64_t wide_rows_bytes = 0;       // device memory of the wide nodes' row windows (SpMV of A; 0: none)
   std::uint64_t wide_row_units = 0;        // their units (thread blocks of one window's pieces)
-  std::uint64_t wide_column_runs = 0;      // its runs of equal columns per chunk (spmv_wide_chunk_entries): SpMV^T's atomics before the warp merge
   std::array<std::uint64_t, 2> tiles{};       // output tiles of A and A^T (0: not used), empty padding ones included
   std::array<std::uint64_t, 2> split_tiles{};  // of those, tiles that share their output block with others
   std::array<std::uint64_t, 2> split_blocks{};  // output blocks split over several tiles
