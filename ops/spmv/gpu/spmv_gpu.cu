@@ -319,8 +319,10 @@ struct GpuSpmv<V>::Impl {
     const std::uint32_t log2d = a->shape().log2_node_size;
     const std::size_t wide_acc = (std::size_t{1} << (2 * log2d)) * sizeof(V);
     if (wide_block_count > 0 && !options.wide_column_order && wide_acc <= wide_columns_max_bytes) {
+      // The attribute is the kernel's, not the plan's: the most any plan asks,
+      // so that a later plan with a smaller d does not lower an earlier one's cap.
       cuda_check(cudaFuncSetAttribute(run_plan_wide_columns<V>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(wide_acc)),
+                                      static_cast<int>(wide_columns_max_bytes)),
                  "cudaFuncSetAttribute(run_plan_wide_columns)");
       cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&wide_columns_blocks, run_plan_wide_columns<V>,
                                                                wide_block_threads, wide_acc),
