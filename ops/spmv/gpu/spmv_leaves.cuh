@@ -32,6 +32,13 @@ struct CoowArrays {
     words[0] = w0.x, words[1] = w0.y, words[2] = w1.x, words[3] = w1.y;
     load4(values + e, a);
   }
+  // The same with the pool stream's load policy (load4_streamed: evict-first
+  // in f64, so that x stays in L2).
+  __device__ void quad_streamed(std::uint32_t e, std::uint32_t (&words)[4], V (&a)[4]) const {
+    const uint2 w0 = load_coords_streamed<V>(coords + e / 2), w1 = load_coords_streamed<V>(coords + e / 2 + 1);
+    words[0] = w0.x, words[1] = w0.y, words[2] = w1.x, words[3] = w1.y;
+    load4_streamed(values + e, a);
+  }
 };
 template <class V>
 __device__ inline CoowArrays<V> coow_arrays(const std::byte* pool, NodeRef ref) {

@@ -228,11 +228,9 @@ __device__ inline void wide_rows_unit(const WideRowsView& v, std::uint64_t unit,
     const CoowArrays<V> node = coow_arrays<V>(st.pool, piece.ref);
     const std::uint64_t col_base = piece.bcol << shift;
     for (std::uint32_t e = (piece.lo & ~3u) + 4 * lane; e < piece.hi; e += 128) {
-      // The pool's stream read once (evict-first in f64: x stays in L2).
-      const uint2 w0 = load_coords_streamed<V>(node.coords + e / 2), w1 = load_coords_streamed<V>(node.coords + e / 2 + 1);
-      const std::uint32_t words[4] = {w0.x, w0.y, w1.x, w1.y};
+      std::uint32_t words[4];
       V a[4];
-      load4_streamed(node.values + e, a);
+      node.quad_streamed(e, words, a);
       std::uint32_t row = ~0u;
       V sum = V(0);
 #pragma unroll

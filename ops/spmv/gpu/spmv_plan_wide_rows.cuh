@@ -17,8 +17,9 @@
 //
 // The plan keeps the pieces (24 bytes each: one or two per 128-entry chunk
 // on R-MAT; a chunk gets a piece for every window from its first row's to
-// its last's, empty ones too: up to d^2 / 2^log2w in a sparse node) and the units (16 bytes each), in window order, pieces
-// of a window by block column (x is read in column order within a unit).
+// its last's, empty ones too: up to d^2 / 2^log2w in a sparse node) and the
+// units (16 bytes each), in window order, pieces of a window by block column
+// (x is read in column order within a unit).
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 
@@ -29,7 +30,9 @@
 
 #include "hisparse/formats/device_matrix.hpp"
 #include "hisparse/ops/context.hpp"
+#include "hisparse/ops/stride_grid.hpp"
 #include "spmv_plan_agents.cuh"
+#include "spmv_plan_leaves.cuh"
 
 namespace hisparse::ops::spmv_gpu {
 
@@ -150,7 +153,6 @@ WideRows plan_wide_rows(const std::byte* pool, const NodeItem* chunks, std::uint
   const int window_bits = static_cast<int>(std::bit_width((rows - 1) >> out.log2w));
   const int col_bits = static_cast<int>(std::bit_width((cols - 1) >> (2 * log2d)));
   if (window_bits + col_bits > 64) throw Error("spmv: wide-node windows and block columns exceed 64 bits");
-  const auto grid = [](u64 items) { return static_cast<unsigned>(std::clamp<u64>((items + 255) / 256, 1, 4096)); };
   const auto size_of_scan = [&](auto&& run) {
     std::size_t bytes = 0;
     cuda_check(run(nullptr, bytes), "cub (size, SpMV wide rows)");
@@ -159,17 +161,10 @@ WideRows plan_wide_rows(const std::byte* pool, const NodeItem* chunks, std::uint
 
   DeviceBytes offset = ctx.allocate_work((n + 1) * sizeof(u64));
   auto* off = offset.as<u64>();
-  piece_counts<<<grid(n + 1), 256, 0, stream>>>(pool, chunks, n, out.log2w, off);
+  piece_counts<<<stride_grid(n + 1), stride_threads, 0, stream>>>(pool, chunks, n, out.log2w, off);
   cuda_check(cudaGetLastError(), "launch of piece_counts (SpMV wide rows)");
-  {
-    auto scan = [&](void* t, std::size_t& b) { return cub::DeviceScan::ExclusiveSum(t, b, off, off, n + 1, stream); };
-    DeviceBytes temp = size_of_scan(scan);
-    std::size_t bytes = temp.size();
-    cuda_check(scan(temp.get(), bytes), "cub::DeviceScan::ExclusiveSum (SpMV wide pieces)");
-  }
-  u64 p = 0;
-  cuda_check(cudaMemcpyAsync(&p, off + n, sizeof(p), cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync(wide pieces)");
-  cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(SpMV wide pieces)");
+  leaf_walk::exclusive_sum_in_place(off, n + 1, ctx, "cub::DeviceScan::ExclusiveSum (SpMV wide pieces)");
+  const u64 p = leaf_walk::read_back(off + n, ctx, "SpMV wide rows: piece count");
   if (p > 0xffffffffu) throw Error("spmv: more than 2^32 wide-node pieces");
   out.piece_count = p;
 
@@ -178,8 +173,8 @@ WideRows plan_wide_rows(const std::byte* pool, const NodeItem* chunks, std::uint
   DeviceBytes index = ctx.allocate_work(2 * p * sizeof(u32));
   auto* k = keys.as<u64>();
   auto* ix = index.as<u32>();
-  emit_pieces<<<grid(n), 256, 0, stream>>>(pool, chunks, n, log2d, out.log2w, col_bits, off, unsorted.as<WidePiece>(), k,
-                                           ix);
+  emit_pieces<<<stride_grid(n), stride_threads, 0, stream>>>(pool, chunks, n, log2d, out.log2w, col_bits, off,
+                                                             unsorted.as<WidePiece>(), k, ix);
   cuda_check(cudaGetLastError(), "launch of emit_pieces (SpMV wide rows)");
   {
     // Stable: a node's pieces of one window keep their order.
@@ -191,7 +186,8 @@ WideRows plan_wide_rows(const std::byte* pool, const NodeItem* chunks, std::uint
     cuda_check(sort(temp.get(), bytes), "cub::DeviceRadixSort::SortPairs (SpMV wide pieces)");
   }
   out.pieces = ctx.allocate(p * sizeof(WidePiece));
-  gather_pieces<<<grid(p), 256, 0, stream>>>(unsorted.as<WidePiece>(), ix + p, p, out.pieces.as<WidePiece>());
+  gather_pieces<<<stride_grid(p), stride_threads, 0, stream>>>(unsorted.as<WidePiece>(), ix + p, p,
+                                                               out.pieces.as<WidePiece>());
   cuda_check(cudaGetLastError(), "launch of gather_pieces (SpMV wide rows)");
 
   const u64* sorted = k + p;
@@ -199,7 +195,7 @@ WideRows plan_wide_rows(const std::byte* pool, const NodeItem* chunks, std::uint
   DeviceBytes flag = ctx.allocate_work(2 * (p + 1) * sizeof(u64));
   auto* s = start.as<u64>();
   auto* f = flag.as<u64>();
-  window_heads<<<grid(p), 256, 0, stream>>>(sorted, p, col_bits, s);
+  window_heads<<<stride_grid(p), stride_threads, 0, stream>>>(sorted, p, col_bits, s);
   cuda_check(cudaGetLastError(), "launch of window_heads (SpMV wide rows)");
   {
     auto scan = [&](void* t, std::size_t& b) {
@@ -209,7 +205,7 @@ WideRows plan_wide_rows(const std::byte* pool, const NodeItem* chunks, std::uint
     std::size_t bytes = temp.size();
     cuda_check(scan(temp.get(), bytes), "cub::DeviceScan::InclusiveScan (SpMV wide windows)");
   }
-  unit_flags<<<grid(p + 1), 256, 0, stream>>>(s, p, f);
+  unit_flags<<<stride_grid(p + 1), stride_threads, 0, stream>>>(s, p, f);
   cuda_check(cudaGetLastError(), "launch of unit_flags (SpMV wide rows)");
   u64* unit = f + p + 1;
   {
@@ -218,14 +214,12 @@ WideRows plan_wide_rows(const std::byte* pool, const NodeItem* chunks, std::uint
     std::size_t bytes = temp.size();
     cuda_check(scan(temp.get(), bytes), "cub::DeviceScan::ExclusiveSum (SpMV wide units)");
   }
-  u64 units = 0;
-  cuda_check(cudaMemcpyAsync(&units, unit + p, sizeof(units), cudaMemcpyDeviceToHost, stream),
-             "cudaMemcpyAsync(wide units)");
-  cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(SpMV wide units)");
+  const u64 units = leaf_walk::read_back(unit + p, ctx, "SpMV wide rows: unit count");
   if (units > 0x7fffffffu) throw Error("spmv: more than 2^31 wide-node row units");
   out.unit_count = units;
   out.units = ctx.allocate((units + 1) * sizeof(WideRowUnit));
-  write_units<<<grid(p + 1), 256, 0, stream>>>(sorted, f, unit, p, col_bits, out.log2w, out.units.as<WideRowUnit>());
+  write_units<<<stride_grid(p + 1), stride_threads, 0, stream>>>(sorted, f, unit, p, col_bits, out.log2w,
+                                                                 out.units.as<WideRowUnit>());
   cuda_check(cudaGetLastError(), "launch of write_units (SpMV wide rows)");
   cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(SpMV wide rows)");  // work memory returns now
   return out;
