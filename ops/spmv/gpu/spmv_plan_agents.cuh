@@ -181,6 +181,7 @@ __device__ inline void wide_columns_ordered(const NodeItem& it, std::uint32_t ti
 inline constexpr std::uint32_t wide_window_bytes = 16 * 1024;
 inline constexpr std::uint32_t wide_rows_threads = 256;
 inline constexpr std::uint32_t wide_unit_pieces = 256;  // pieces per unit, at most
+inline constexpr std::uint64_t wide_pieces_per_chunk_max = 4;  // more on average: no row windows
 
 // The entries [lo, hi) of one wide node whose rows lie in one window.
 struct WidePiece {

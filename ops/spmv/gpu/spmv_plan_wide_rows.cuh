@@ -16,10 +16,11 @@
 // wide_unit_pieces pieces (one thread block each), which add into y.
 //
 // The plan keeps the pieces (24 bytes each: one or two per 128-entry chunk
-// on R-MAT; a chunk gets a piece for every window from its first row's to
-// its last's, empty ones too: up to d^2 / 2^log2w in a sparse node) and the
-// units (16 bytes each), in window order, pieces of a window by block column
-// (x is read in column order within a unit).
+// on R-MAT) and the units (16 bytes each), in window order, pieces of a
+// window by block column (x is read in column order within a unit); or
+// nothing where the pieces would average fewer than
+// 128 / wide_pieces_per_chunk_max entries (sparse wide nodes: up to one
+// piece per entry), and SpMV then runs the warp chunks.
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 
@@ -78,8 +79,16 @@ __device__ inline u32 first_row_at_least(const u32* words, u32 lo, u32 hi, u32 r
   return lo;
 }
 
-// Pieces per chunk: the windows its first and last rows span. count[n] = 0,
-// so that the exclusive scan's last element is the total.
+// The end of the piece that starts at entry lo: the first entry past lo's
+// window (rows are non-decreasing). A chunk's pieces are its windows with
+// entries only: a sparse node's chunk spans many windows, most of them empty.
+__device__ inline u32 piece_end(const ChunkRange& c, u32 lo, u32 log2w) {
+  const u32 w = (c.words[lo] & 0xFFFFu) >> log2w;
+  return first_row_at_least(c.words, lo, c.end, (w + 1) << log2w);
+}
+
+// Pieces per chunk. count[n] = 0, so that the exclusive scan's last element
+// is the total.
 __global__ void piece_counts(const std::byte* pool, const NodeItem* chunks, u64 n, u32 log2w, u64* count) {
   for (u64 i = first_thread(); i <= n; i += thread_stride()) {
     if (i == n) {
@@ -87,8 +96,9 @@ __global__ void piece_counts(const std::byte* pool, const NodeItem* chunks, u64 
       continue;
     }
     const ChunkRange c = chunk_range(pool, chunks[i]);
-    const u32 first = (c.words[c.begin] & 0xFFFFu) >> log2w, last = (c.words[c.end - 1] & 0xFFFFu) >> log2w;
-    count[i] = last - first + 1;
+    u64 pieces = 0;
+    for (u32 lo = c.begin; lo < c.end; lo = piece_end(c, lo, log2w)) ++pieces;
+    count[i] = pieces;
   }
 }
 
@@ -99,13 +109,11 @@ __global__ void emit_pieces(const std::byte* pool, const NodeItem* chunks, u64 n
   for (u64 i = first_thread(); i < n; i += thread_stride()) {
     const NodeItem it = chunks[i];
     const ChunkRange c = chunk_range(pool, it);
-    const u32 first = (c.words[c.begin] & 0xFFFFu) >> log2w, last = (c.words[c.end - 1] & 0xFFFFu) >> log2w;
     u64 at = offset[i];
-    u32 lo = c.begin;
-    for (u32 w = first; w <= last; ++w, ++at) {
-      const u32 hi = w == last ? c.end : first_row_at_least(c.words, lo, c.end, (w + 1) << log2w);
+    for (u32 lo = c.begin; lo < c.end; ++at) {
+      const u32 hi = piece_end(c, lo, log2w);
       pieces[at] = WidePiece{it.bcol, it.ref, lo, hi};
-      const u64 window = (it.brow << (2 * log2d - log2w)) | w;  // the global row >> log2w
+      const u64 window = (it.brow << (2 * log2d - log2w)) | ((c.words[lo] & 0xFFFFu) >> log2w);  // global row >> log2w
       keys[at] = (window << col_bits) | it.bcol;
       index[at] = static_cast<u32>(at);
       lo = hi;
@@ -166,6 +174,10 @@ WideRows plan_wide_rows(const std::byte* pool, const NodeItem* chunks, std::uint
   leaf_walk::exclusive_sum_in_place(off, n + 1, ctx, "cub::DeviceScan::ExclusiveSum (SpMV wide pieces)");
   const u64 p = leaf_walk::read_back(off + n, ctx, "SpMV wide rows: piece count");
   if (p > 0xffffffffu) throw Error("spmv: more than 2^32 wide-node pieces");
+  // Sparse wide nodes (a chunk's entries in many windows, a few each) would
+  // pay 24 bytes and a shared flush for every few entries: SpMV keeps the
+  // warp chunks there (run_plan_wide), and the plan nothing.
+  if (p > wide_pieces_per_chunk_max * n) return out;
   out.piece_count = p;
 
   DeviceBytes unsorted = ctx.allocate_work(p * sizeof(WidePiece));

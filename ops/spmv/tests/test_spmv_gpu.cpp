@@ -371,6 +371,16 @@ TEST(SpmvGpu, WideNodes) {
     if (precision == 0) check(band(0.0f), "row windows f32");
     else check(band(0.0), "row windows f64");
   }
+  // Sparse wide nodes (d = 256, about 400 entries a node): a chunk's 128
+  // entries spread over its node's 32 windows of 2048 rows (f64), about 8
+  // pieces a chunk: SpMV keeps the warp chunks, the plan no row windows.
+  {
+    const Matrix<double> sparse = build_wide(random_coo<double>(400000, 400000, 20000, rng), 256);
+    ASSERT_GT(validate(sparse.content()).coow, 40u);
+    check_all_states(sparse, {}, rng, "sparse wide nodes, no row windows");
+    DeviceMatrix<double> dev(sparse);
+    EXPECT_EQ(ops::GpuSpmv<double>(dev).stats().wide_rows_bytes, 0u);
+  }
 }
 
 TEST(SpmvGpu, ExtremeShapes) {
