@@ -157,7 +157,7 @@ __device__ inline void coo4_to_acc(const NodeItem& it, std::uint32_t begin, std:
 // and A^T, and about a third of the global atomics of one per entry on a
 // stencil's diagonal blocks. The two halves: the sum of this item's chunk of
 // the leaf (its `level` is the chunk index) and the flush; the plan adds its
-// riders between them (spmv_gpu.cu, spmv_plan_agents.cuh). `acc` holds d
+// riders between them (spmv_plan_kernels.cuh, spmv_plan_agents.cuh). `acc` holds d
 // zeros on entry and (after the flush) on exit.
 template <class V>
 __device__ inline void large_chunk_to_acc(const NodeItem& it, std::uint32_t lane, const SpmvState<V>& st, V* acc) {

@@ -1,5 +1,5 @@
 #pragma once
-// Agents of the cached SpMV plan (spmv_gpu.cu): riders of large leaves,
+// Agents of the cached SpMV plan (their kernels: spmv_plan_kernels.cuh): riders of large leaves,
 // SpMV^T of wide nodes, and SpMV of wide nodes by row windows (at the end).
 //
 // Riders. A small leaf (<= 32 entries) adds its products into y with global
