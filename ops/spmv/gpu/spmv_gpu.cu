@@ -12,6 +12,10 @@
 #include "hisparse/runtime/runtime.cuh"
 #include "spmv_plan_kernels.cuh"
 #include "spmv_plan_leaves.cuh"
+#include "spmv_plan_riders.cuh"
+#include "spmv_plan_tiles.cuh"
+#include "spmv_plan_wide_order.cuh"
+#include "spmv_plan_wide_rows.cuh"
 #include "spmv_procedures.cuh"
 
 namespace hisparse::ops {
