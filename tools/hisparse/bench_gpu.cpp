@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <optional>
@@ -84,7 +85,10 @@ class Recorder {
     r.bytes = bytes;
     r.rel_error = err;
     r.ok = ok;
-    if (ok) {
+    // HISPARSE_BENCH_TIME_WRONG: time wrong results too (still marked so), for
+    // upper-bound experiments that remove a cost at the price of correctness.
+    static const bool time_wrong = std::getenv("HISPARSE_BENCH_TIME_WRONG") != nullptr;
+    if (ok || time_wrong) {
       const tools::Timing tm = tools::time_calls(timed, tools::TimingPlan{o_.warmup, o_.warmup_ms, o_.runs},
                                                    o_.cold ? &flush_ : nullptr, host_work);
       r.median_ms = tm.median;
