@@ -343,6 +343,7 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   if (stats) {
     stats->entries = n;
     stats->leaves = leaf_blocks;
+    stats->sorted_block_rows = a.n_block_rows + n_long;
   }
   return DeviceMatrix<V>::adopt(std::move(pool), shape, n, root, false, V(1), options.wide_nodes);
 }

@@ -13,6 +13,10 @@
 // pass 2 writes every entry at its rank. The block kernels skip the block rows
 // taken here (`taken`) and keep the rest: a block row over 512 leaf columns
 // (a 2D Laplacian 4096² spans 66, a 27-point stencil 150³ ~350).
+// A block row whose leaf columns span more than 512 but number at most 16
+// (a band beside a few dense columns: a circuit's) is *listed*: the scout
+// lists its leaf columns and every pass finds an entry's leaf among them by
+// a binary search instead of by its distance from the first (LeafColumns).
 // A first pass (the scout) checks every block row it can take (rows sorted,
 // indices in range) and counts its leaves, so that the leaf arrays are
 // allocated for the leaves there are, not for one per entry. It counts their
@@ -29,6 +33,11 @@ inline constexpr u32 csr_warp_span = 512;  // leaf columns a warp's block row ma
 inline constexpr u32 csr_span_words = csr_warp_span / 64;
 inline constexpr u32 csr_warp_leaves = 32;    // leaves per block row whose counts the scout keeps (one per lane)
 inline constexpr u32 csr_start_words = 128;  // the row-start bitmap's words: block rows of up to 4096 entries
+// A listed block row: its leaf columns (32-bit, ascending) in its present
+// words, and csr_listed | their number in its cmin.
+inline constexpr u32 csr_list_leaves = 16;
+inline constexpr u64 csr_listed = u64{1} << 63;
+static_assert(csr_list_leaves * sizeof(u32) == csr_span_words * sizeof(u64) && csr_list_leaves <= csr_warp_leaves);
 
 // Who builds a block row (CsrBlockArgs::taken).
 inline constexpr std::uint8_t csr_by_block = 0;         // the block kernels (build_csr_blocks.cuh)
@@ -54,8 +63,8 @@ struct CsrBlockArgs {
   // the warp kernel's block rows, per block row (its scout writes them)
   unsigned long long* totals;  // the scout's: leaves of its block rows, entries of the others
   std::uint8_t* taken;  // who builds it: csr_by_block, csr_by_warp, csr_long or csr_by_warp_counted
-  u64* cmin;            // its smallest leaf column
-  u64* present;         // csr_span_words per block row: bit j = leaf column cmin + j has entries
+  u64* cmin;            // its smallest leaf column, or csr_listed | the number of leaf columns listed
+  u64* present;         // csr_span_words per block row: bit j = leaf column cmin + j has entries, or the list
   // pass 2
   const u32* linv;
   const std::uint8_t* ltype;
@@ -139,6 +148,67 @@ __device__ inline u32 nth_present(const u64* present, u32 i) {
   return csr_warp_span;
 }
 
+// A block row's leaf columns as the passes see them: slots (the index of
+// count[], leaf_of[] and the present bits) are a window's offsets from cmin,
+// or a listed block row's indices in its list.
+struct LeafColumns {
+  const u64* present;  // shared: the window's bits, or the list (u32)
+  u64 cmin;            // the window's first leaf column, or csr_listed | the number listed
+  static constexpr u32 outside = 0xFFFFFFFEu;
+  __device__ bool listed() const { return (cmin & csr_listed) != 0; }
+  __device__ const u32* list() const { return reinterpret_cast<const u32*>(present); }
+  __device__ u32 leaves() const {
+    return listed() ? static_cast<u32>(cmin) & 0xFFu : leaf_rank(present, csr_warp_span);
+  }
+  // The slot of leaf column lc, or `outside`.
+  __device__ u32 slot(u64 lc) const {
+    if (!listed()) return lc >= cmin && lc - cmin < csr_warp_span ? static_cast<u32>(lc - cmin) : outside;
+    const u32* l = list();
+    u32 lo = 0;
+    for (u32 n = leaves(); n > 1;) {
+      const u32 h = n / 2;
+      if (l[lo + h] <= lc) lo += h;
+      n -= h;
+    }
+    return lc == l[lo] ? lo : outside;
+  }
+  __device__ bool has(u32 j) const { return listed() ? j < leaves() : ((present[j / 64] >> (j % 64)) & 1u) != 0; }
+  __device__ u32 rank(u32 j) const { return listed() ? j : leaf_rank(present, j); }        // leaf index of slot j
+  __device__ u32 nth(u32 i) const { return listed() ? i : nth_present(present, i); }       // slot of the i-th leaf
+  __device__ u64 column(u32 j) const { return listed() ? list()[j] : cmin + j; }           // leaf column of slot j
+};
+
+// Lists the distinct leaf columns of the entries [e0, e0 + m) ascending in
+// list[0, L) (a warp's shared words) and returns L; csr_list_leaves + 1 as
+// soon as there are more, or one is past 32 bits (a negative index too: the
+// block kernels report it). Reads the block row's columns once more: the
+// scout's sweep reads them again from L1 or L2.
+template <class I>
+__device__ inline u32 list_leaf_columns(const I* col, u64 e0, u64 m, u32 b, u32 lane, u32* list) {
+  const unsigned full = 0xFFFFFFFFu;
+  u32 n = 0, mine = 0;  // lane i < n holds the i-th leaf column met
+  for (u64 base = 0; base < m; base += 32) {
+    const bool valid = base + lane < m;
+    const u64 lc = valid ? static_cast<u64>(col[e0 + base + lane]) >> b : 0;
+    if (__any_sync(full, lc > 0xFFFFFFFFull)) return csr_list_leaves + 1;
+    const u32 c = static_cast<u32>(lc);
+    bool known = !valid;
+    for (u32 i = 0; i < n; ++i) known |= __shfl_sync(full, mine, i) == c;
+    for (unsigned fresh = __ballot_sync(full, !known); fresh;) {
+      const u32 next = __shfl_sync(full, c, __ffs(fresh) - 1);
+      if (n == csr_list_leaves) return csr_list_leaves + 1;
+      if (lane == n) mine = next;
+      ++n;
+      fresh &= ~__ballot_sync(full, c == next);
+    }
+  }
+  u32 rank = 0;  // distinct: each listed lane's place
+  for (u32 i = 0; i < n; ++i) rank += __shfl_sync(full, mine, i) < mine ? 1u : 0u;
+  if (lane < n) list[rank] = mine;
+  __syncwarp();
+  return n;
+}
+
 // What a launch of the warp kernel does: scout (check the rows, choose the
 // block rows it takes, count their leaves' entries and the other block rows'
 // entries: the leaf arrays' size), count (the leaves' tree keys and entry
@@ -169,7 +239,8 @@ __global__ void __launch_bounds__(csr_warp_threads) csr_warp_rows_kernel(CsrBloc
     if (Pass == CsrWarpPass::count && taken == csr_by_warp_counted) {
       // The scout kept this block row's leaf counts: its leaves without a read of the CSR.
       __syncwarp();
-      const u32 leaves = leaf_rank(present, csr_warp_span);
+      const LeafColumns lcols{present, a.cmin[s]};
+      const u32 leaves = lcols.leaves();
       u32 first = 0;
       if (lane == 0) {
         first = static_cast<u32>(atomicAdd(a.leaf_counter, static_cast<unsigned long long>(leaves)));
@@ -178,7 +249,7 @@ __global__ void __launch_bounds__(csr_warp_threads) csr_warp_rows_kernel(CsrBloc
       first = __shfl_sync(full, first, 0);
       if (lane < leaves) {
         u64 khi, klo;
-        leaf_tree_key(s, a.cmin[s] + nth_present(present, lane), b, a.upper_levels, khi, klo);
+        leaf_tree_key(s, lcols.column(lcols.nth(lane)), b, a.upper_levels, khi, klo);
         a.leaf_key_lo[first + lane] = klo;
         if (a.leaf_key_hi) a.leaf_key_hi[first + lane] = khi;
         a.leaf_count[first + lane] = a.seg_counts[s * csr_warp_leaves + lane];
@@ -209,7 +280,11 @@ __global__ void __launch_bounds__(csr_warp_threads) csr_warp_rows_kernel(CsrBloc
         lo = l2 < lo ? l2 : lo;
         hi = h2 > hi ? h2 : hi;
       }
-      if (m == 0 || hi - lo >= csr_warp_span) {  // no leaves, or the block kernels' case
+      // Too wide a span for the window: listed where there are few leaf columns.
+      const u32 listed = m != 0 && hi - lo >= csr_warp_span
+                             ? list_leaf_columns(a.col, e0, m, b, lane, reinterpret_cast<u32*>(present))
+                             : csr_list_leaves + 1;
+      if (m == 0 || (hi - lo >= csr_warp_span && listed > csr_list_leaves)) {  // no leaves, or the block kernels' case
         if (lane == 0) {
           const bool long_row = m > csr_block_capacity_entries;  // past the block kernels' capacity too
           a.taken[s] = m == 0 ? csr_by_warp : long_row ? csr_long : csr_by_block;
@@ -226,8 +301,9 @@ __global__ void __launch_bounds__(csr_warp_threads) csr_warp_rows_kernel(CsrBloc
         __syncwarp();
         continue;
       }
-      cmin = lo;
+      cmin = listed <= csr_list_leaves ? csr_listed | listed : lo;
     }
+    const LeafColumns lcols{present, cmin};
     // The rows' first entries as bits (block rows of up to 4096 entries): a
     // chunk of 32 entries reads one word to know which of them start a row,
     // and, where no row is empty, each one's row by a popcount instead of a
@@ -259,7 +335,7 @@ __global__ void __launch_bounds__(csr_warp_threads) csr_warp_rows_kernel(CsrBloc
     u64 lane_off = 0;
     bool leaves_in_lanes = false, direct = false;
     if constexpr (fill) {
-      const u32 leaves = leaf_rank(present, csr_warp_span);
+      const u32 leaves = lcols.leaves();
       leaves_in_lanes = leaves <= 32;
       if (leaves_in_lanes && lane < leaves) {
         lane_leaf = a.linv[a.seg_base[s] + lane];
@@ -277,7 +353,7 @@ __global__ void __launch_bounds__(csr_warp_threads) csr_warp_rows_kernel(CsrBloc
           lane_coord = static_cast<u32>(node + l.coord_offset);
           lane_value = static_cast<u32>(node + l.value_offset);
           *reinterpret_cast<u32*>(a.pool + node) = lane_count;
-          leaf_of[nth_present(present, lane)] = static_cast<std::uint8_t>(lane);
+          leaf_of[lcols.nth(lane)] = static_cast<std::uint8_t>(lane);
         }
         __syncwarp();
       }
@@ -305,12 +381,10 @@ __global__ void __launch_bounds__(csr_warp_threads) csr_warp_rows_kernel(CsrBloc
         const u64 e = e0 + (valid ? k : 0);
         const u32 word = bitmap ? starts[c0 / 32] : 0u;
         const I c = cs[q];
-        u32 j = 0xFFFFFFFFu;  // leaf column - cmin; invalid lanes group apart
+        u32 j = 0xFFFFFFFFu;  // the leaf column's slot; invalid lanes group apart
         if (valid) {
-          const u64 lc = static_cast<u64>(c) >> b;
-          const bool inside = lc >= cmin && lc - cmin < csr_warp_span;
-          j = inside ? static_cast<u32>(lc - cmin) : 0xFFFFFFFEu;
-          if (scout) bad |= !inside || !index_ok(c, a.cols);
+          j = lcols.slot(static_cast<u64>(c) >> b);
+          if (scout) bad |= j == LeafColumns::outside || !index_ok(c, a.cols);
         }
         if (scout) {
           I prev = __shfl_up_sync(full, c, 1);  // the entry before e
@@ -340,7 +414,7 @@ __global__ void __launch_bounds__(csr_warp_threads) csr_warp_rows_kernel(CsrBloc
               reinterpret_cast<V*>(a.pool + vo)[rank] = vs[q];
             }
           } else {
-            const u32 lr = counted ? leaf_rank(present, j) : 0;
+            const u32 lr = counted ? lcols.rank(j) : 0;
             u32 t_leaf = 0, t_type = 0, t_count = 0;
             u64 t_off = 0;
             if (leaves_in_lanes) {  // every lane shuffles (the source lane differs)
@@ -366,8 +440,14 @@ __global__ void __launch_bounds__(csr_warp_threads) csr_warp_rows_kernel(CsrBloc
       const bool any_bad = __any_sync(full, bad);
       const bool record = a.seg_counts != nullptr;
       u32 leaves = 0;
+      if (lcols.listed()) {  // every listed leaf column has entries
+        leaves = lcols.leaves();
+        if (lane < csr_list_leaves)
+          reinterpret_cast<u32*>(a.present + s * csr_span_words)[lane] = lane < leaves ? lcols.list()[lane] : 0u;
+        if (record && lane < leaves) a.seg_counts[s * csr_warp_leaves + lane] = count[lane];
+      }
 #pragma unroll 4
-      for (u32 j0 = 0; j0 < csr_warp_span; j0 += 32) {
+      for (u32 j0 = 0; !lcols.listed() && j0 < csr_warp_span; j0 += 32) {
         const u32 cj = count[j0 + lane];
         const unsigned met = __ballot_sync(full, cj != 0);
         const u32 i = leaves + __popc(met & lower);
@@ -385,15 +465,15 @@ __global__ void __launch_bounds__(csr_warp_threads) csr_warp_rows_kernel(CsrBloc
     } else if (!fill) {
       u32 first = 0;
       if (lane == 0) {
-        first = static_cast<u32>(atomicAdd(a.leaf_counter, static_cast<unsigned long long>(leaf_rank(present, csr_warp_span))));
+        first = static_cast<u32>(atomicAdd(a.leaf_counter, static_cast<unsigned long long>(lcols.leaves())));
         a.seg_base[s] = first;
       }
       first = __shfl_sync(full, first, 0);
       for (u32 j = lane; j < csr_warp_span; j += 32) {
-        if (!((present[j / 64] >> (j % 64)) & 1u)) continue;
-        const u32 slot = first + leaf_rank(present, j);
+        if (!lcols.has(j)) continue;
+        const u32 slot = first + lcols.rank(j);
         u64 khi, klo;
-        leaf_tree_key(s, cmin + j, b, a.upper_levels, khi, klo);
+        leaf_tree_key(s, lcols.column(j), b, a.upper_levels, khi, klo);
         a.leaf_key_lo[slot] = klo;
         if (a.leaf_key_hi) a.leaf_key_hi[slot] = khi;
         a.leaf_count[slot] = count[j];

@@ -363,6 +363,77 @@ TEST(ConvertGpu, CsrWarpPaths) {
               make(0.0f, 12, 9, 2, 1, true), d128, rng, stream.get());
 }
 
+// Listed block rows (build_csr_warps.cuh): a band beside a few dense
+// columns (a circuit's), whose block rows' leaf columns span far more than the
+// warp's window of 512 but number at most 16, are built in CSR order by the
+// warp kernel, not sorted; 17 or more take the block kernels. Counted where
+// `sorted_block_rows` says so, and byte for byte against the host builder.
+TEST(ConvertGpu, ListedBlockRows) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  Stream stream;
+  std::uniform_real_distribution<double> value(-4.0, 4.0);
+  // Tridiagonal, plus `lines` columns spread evenly with an entry in every
+  // `every`-th row; each row's columns sorted and distinct, so that the
+  // row-stable CSR that check_input builds from takes the warp kernel too.
+  auto make = [&]<class V>(V, index_t n, index_t lines, index_t every) {
+    Coo<V> c;
+    c.rows = n;
+    c.cols = n;
+    std::vector<index_t> cols;
+    for (index_t r = 0; r < n; ++r) {
+      cols.clear();
+      for (index_t k = r == 0 ? 0 : r - 1; k <= std::min(r + 1, n - 1); ++k) cols.push_back(k);
+      if (r % every == 0)
+        for (index_t q = 0; q < lines; ++q) cols.push_back((2 * q + 1) * n / (2 * lines));
+      std::sort(cols.begin(), cols.end());
+      cols.erase(std::unique(cols.begin(), cols.end()), cols.end());
+      for (index_t k : cols) c.push(r, k, static_cast<V>(value(rng)));
+    }
+    return c;
+  };
+  // How many block rows the GPU build from CSR sorted.
+  auto sorted = [&]<class V>(const Coo<V>& coo, const BuildOptions& o) {
+    const Csr<V> csr = stable_row_csr(coo);
+    const DeviceCsrInput<V, std::int32_t> in(csr);
+    ops::ConvertStats stats;
+    (void)ops::build_device_matrix(in.view(), o, stream.get(), &stats);
+    return stats.sorted_block_rows;
+  };
+  const BuildOptions d128{default_node_size, true}, d4{4, false};
+  {
+    // Interior block rows: 3 band leaf columns + 13 lines = 16, listed; the
+    // first and last block rows have 2 band leaf columns.
+    const auto c = make(0.0, 100000, 13, 1);
+    EXPECT_EQ(sorted(c, d128), 0u);
+    check_input("f64 100000^2, band and 13 dense columns (16 leaf columns a block row, listed)", c, d128, rng,
+                stream.get());
+  }
+  {
+    // 17 leaf columns in interior block rows: sorted, but for those beside a
+    // line, whose band shares a leaf column with it (at most 3 a line).
+    const auto c = make(0.0f, 100000, 14, 1);
+    const std::uint64_t block_rows = (100000 + 127) / 128;
+    EXPECT_GE(sorted(c, d128), block_rows - 2 - 3 * 14);
+    check_input("f32 100000^2, band and 14 dense columns (17 leaf columns, the block kernels)", c, d128, rng,
+                stream.get());
+  }
+  {
+    const auto c = make(0.0f, 200000, 4, 3);
+    EXPECT_EQ(sorted(c, d128), 0u);
+    check_input("f32 200000^2, band and 4 columns every third row (listed, empty rows in the columns)", c, d128, rng,
+                stream.get());
+  }
+  {
+    // Node size 4: dense band leaves beside sparse column leaves (the general writer).
+    const auto c = make(0.0, 20000, 3, 1);
+    EXPECT_EQ(sorted(c, d4), 0u);
+    check_input("f64 20000^2 at node size 4, band and 3 dense columns (dense leaves, listed)", c, d4, rng,
+                stream.get());
+  }
+}
+
 // Scattered entries in large sparse matrices: the builder's rule makes COOW (wide) nodes.
 TEST(ConvertGpu, WideNodes) {
   const auto seed = fresh_seed();

@@ -87,6 +87,10 @@ struct ConvertStats {
   std::uint64_t leaves = 0;           // leaf blocks holding entries (build)
   std::uint64_t pool_bytes = 0;       // the result's pool (build) or the source's (extract)
   std::uint64_t peak_work_bytes = 0;  // device memory held at once besides the input and the result
+  // CSR input: block rows that were sorted (by a thread block, or cut into
+  // tasks where long) because their leaf columns are too many to be found in
+  // CSR order by a warp (docs/ops.md); 0 for COO input.
+  std::uint64_t sorted_block_rows = 0;
 };
 
 // The work memory bound: a conversion of n input entries into or out of a
