@@ -432,6 +432,39 @@ TEST(ConvertGpu, ListedBlockRows) {
     check_input("f64 20000^2 at node size 4, band and 3 dense columns (dense leaves, listed)", c, d4, rng,
                 stream.get());
   }
+  // Two block rows whose every row has `per_leaf` entries in each of 16 leaf
+  // columns 40 apart (a span of 601); with `extra`, the last row of the first
+  // block row also meets a 17th leaf column, found in the block row's last chunk.
+  auto spread = [&]<class V>(V, index_t per_leaf, bool extra) {
+    Coo<V> c;
+    c.rows = 256;
+    c.cols = 128 * 720;
+    std::vector<index_t> cols;
+    for (index_t r = 0; r < c.rows; ++r) {
+      cols.clear();
+      for (index_t q = 0; q < 16; ++q)
+        for (index_t k = 0; k < per_leaf; ++k) cols.push_back(q * 40 * 128 + (r * 7 + k * 37) % 128);
+      if (extra && r == 127) cols.push_back(700 * 128 + 5);
+      std::sort(cols.begin(), cols.end());
+      cols.erase(std::unique(cols.begin(), cols.end()), cols.end());
+      for (index_t k : cols) c.push(r, k, static_cast<V>(value(rng)));
+    }
+    return c;
+  };
+  {
+    // 6144 entries a block row: listed beyond the row-start bitmap's 4096
+    // (rows by a search of the row pointers), where they used to be long rows.
+    const auto c = spread(0.0f, 3, false);
+    EXPECT_EQ(sorted(c, d128), 0u);
+    check_input("f32 256 x 92160, 16 leaf columns 40 apart, 6144 entries a block row (listed, no bitmap)", c, d128,
+                rng, stream.get());
+  }
+  {
+    const auto c = spread(0.0, 1, true);  // the first block row: 2049 entries, its 17th leaf column last
+    EXPECT_EQ(sorted(c, d128), 1u);
+    check_input("f64 256 x 92160, a 17th leaf column in the block row's last entry (the block kernels)", c, d128, rng,
+                stream.get());
+  }
 }
 
 // Scattered entries in large sparse matrices: the builder's rule makes COOW (wide) nodes.
