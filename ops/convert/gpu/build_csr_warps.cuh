@@ -179,10 +179,10 @@ __global__ void __launch_bounds__(csr_warp_threads) csr_warp_rows_kernel(CsrBloc
         hi = h2 > hi ? h2 : hi;
       }
       // Too wide a span for the window: listed where there are few leaf columns.
-      const u32 listed = m != 0 && hi - lo >= csr_warp_span
-                             ? list_leaf_columns(a.col, e0, m, b, lane, reinterpret_cast<u32*>(present))
-                             : csr_list_leaves + 1;
-      if (m == 0 || (hi - lo >= csr_warp_span && listed > csr_list_leaves)) {  // no leaves, or the block kernels' case
+      const bool wide = m != 0 && hi - lo >= csr_warp_span;
+      const u32 listed = wide ? list_leaf_columns(a.col, e0, m, b, lane, reinterpret_cast<u32*>(present))
+                              : csr_list_leaves + 1;
+      if (m == 0 || (wide && listed > csr_list_leaves)) {  // no leaves, or the block kernels' case
         if (lane == 0) {
           const bool long_row = m > csr_block_capacity_entries;  // past the block kernels' capacity too
           a.taken[s] = m == 0 ? csr_by_warp : long_row ? csr_long : csr_by_block;
@@ -343,15 +343,16 @@ __global__ void __launch_bounds__(csr_warp_threads) csr_warp_rows_kernel(CsrBloc
         if (lane < csr_list_leaves)
           reinterpret_cast<u32*>(a.present + s * csr_span_words)[lane] = lane < leaves ? lcols.list()[lane] : 0u;
         if (record && lane < leaves) a.seg_counts[s * csr_warp_leaves + lane] = count[lane];
-      }
+      } else {
 #pragma unroll 4
-      for (u32 j0 = 0; !lcols.listed() && j0 < csr_warp_span; j0 += 32) {
-        const u32 cj = count[j0 + lane];
-        const unsigned met = __ballot_sync(full, cj != 0);
-        const u32 i = leaves + __popc(met & lower);
-        if (record && cj && i < csr_warp_leaves) a.seg_counts[s * csr_warp_leaves + i] = cj;
-        if (lane == 0) reinterpret_cast<u32*>(a.present + s * csr_span_words)[j0 / 32] = met;
-        leaves += __popc(met);
+        for (u32 j0 = 0; j0 < csr_warp_span; j0 += 32) {
+          const u32 cj = count[j0 + lane];
+          const unsigned met = __ballot_sync(full, cj != 0);
+          const u32 i = leaves + __popc(met & lower);
+          if (record && cj && i < csr_warp_leaves) a.seg_counts[s * csr_warp_leaves + i] = cj;
+          if (lane == 0) reinterpret_cast<u32*>(a.present + s * csr_span_words)[j0 / 32] = met;
+          leaves += __popc(met);
+        }
       }
       if (any_bad) {
         if (lane == 0) atomicOr(a.fallback, 2u);

@@ -374,9 +374,15 @@ TEST(ConvertGpu, ListedBlockRows) {
   std::mt19937_64 rng(seed);
   Stream stream;
   std::uniform_real_distribution<double> value(-4.0, 4.0);
-  // Tridiagonal, plus `lines` columns spread evenly with an entry in every
-  // `every`-th row; each row's columns sorted and distinct, so that the
+  // Row r's entries at `cols`, sorted and made distinct, so that the
   // row-stable CSR that check_input builds from takes the warp kernel too.
+  auto push_row = [&]<class V>(Coo<V>& c, index_t r, std::vector<index_t>& cols) {
+    std::sort(cols.begin(), cols.end());
+    cols.erase(std::unique(cols.begin(), cols.end()), cols.end());
+    for (index_t k : cols) c.push(r, k, static_cast<V>(value(rng)));
+  };
+  // Tridiagonal, plus `lines` columns spread evenly with an entry in every
+  // `every`-th row.
   auto make = [&]<class V>(V, index_t n, index_t lines, index_t every) {
     Coo<V> c;
     c.rows = n;
@@ -387,9 +393,7 @@ TEST(ConvertGpu, ListedBlockRows) {
       for (index_t k = r == 0 ? 0 : r - 1; k <= std::min(r + 1, n - 1); ++k) cols.push_back(k);
       if (r % every == 0)
         for (index_t q = 0; q < lines; ++q) cols.push_back((2 * q + 1) * n / (2 * lines));
-      std::sort(cols.begin(), cols.end());
-      cols.erase(std::unique(cols.begin(), cols.end()), cols.end());
-      for (index_t k : cols) c.push(r, k, static_cast<V>(value(rng)));
+      push_row(c, r, cols);
     }
     return c;
   };
@@ -445,9 +449,7 @@ TEST(ConvertGpu, ListedBlockRows) {
       for (index_t q = 0; q < 16; ++q)
         for (index_t k = 0; k < per_leaf; ++k) cols.push_back(q * 40 * 128 + (r * 7 + k * 37) % 128);
       if (extra && r == 127) cols.push_back(700 * 128 + 5);
-      std::sort(cols.begin(), cols.end());
-      cols.erase(std::unique(cols.begin(), cols.end()), cols.end());
-      for (index_t k : cols) c.push(r, k, static_cast<V>(value(rng)));
+      push_row(c, r, cols);
     }
     return c;
   };
