@@ -9,10 +9,11 @@
 // count); the leaves alone are sorted and planned (build_skeleton.cuh); pass 2
 // repeats the block sort and writes every entry straight into its leaf. The
 // CSR is read twice and the pool written once: no per-entry work arrays
-// (but for long block rows' entries: build_csr_long_rows.cuh, ~48 bytes each).
+// (but for long block rows: build_csr_long_rows.cuh, ~8 bytes an entry and
+// ~60 a run of a row in one leaf column).
 //
 // A block row too long for a block and too wide for a warp (a dense row)
-// takes the long-row path (build_csr_long_rows.cuh): its entries alone sorted.
+// takes the long-row path (build_csr_long_rows.cuh): its runs alone sorted.
 // Where the skeleton has COOW nodes (R-MAT), every path's pass 2 records each
 // entry's depth-2 node (by CSR index) and, under a COOW node, its key there;
 // one stable radix sort by node then lists every COOW node's entries in CSR

@@ -6,12 +6,19 @@
 // path (a global sort of every entry: the circuit 8 M's four dense rows made
 // its 40 M entries take it).
 //
-// Their entries alone are sorted, by (long block row, leaf column, row,
-// column): one device radix sort over the bits in use. Pass 1 emits their
-// leaves (tree key, entry count) beside the other kinds' (one reservation of
-// leaf indices); pass 2 writes every entry at its rank in its leaf. The rows
-// are checked on the way (sorted, no duplicates, columns in range); anything
-// wrong sends the matrix to the general path, which words the error.
+// A leaf's entries are in (row, column) order, and a CSR row is already in
+// column order: so a row's consecutive entries in one leaf column (a *run*)
+// stay together in the leaf. Only the runs are sorted, by (long block row,
+// leaf column, row), with one device radix sort (perf-log C24); a scan of the
+// sorted runs' lengths gives each run's first rank, and a change of leaf
+// column in the sorted runs a new leaf. Pass 1 emits the leaves (tree key,
+// entry count) beside the other kinds' (one reservation of leaf indices);
+// pass 2 writes every entry at its run's rank plus its place in the run. The
+// rows are checked on the way (sorted, no duplicates, columns in range);
+// anything wrong sends the matrix to the general path, which words the error.
+#include <bit>
+#include <vector>
+
 #include "build_csr_warps.cuh"
 #include "work_memory.cuh"
 
@@ -29,39 +36,73 @@ __global__ void long_row_counts_kernel(const I* row_ptr, u64 rows, u32 b, const 
   }
 }
 
-// Entry i of the long rows (first: their exclusive scan): its key and its
-// index in the CSR; *bad where a row is unsorted, repeats a column or leaves
-// the matrix.
+// Where entry i of the long rows (first: their exclusive scan, per long block
+// row) lies: its long block row j, its row and its CSR index e.
+struct LongEntry {
+  u64 j, row, e;
+};
+
 template <class I>
-__global__ void long_row_keys_kernel(const I* row_ptr, const I* col, u64 rows, u64 cols, u32 b, u32 col_bits,
-                                     const u32* list, const u64* first, u64 count, u64 entries, u64* key, u32* idx,
-                                     unsigned* bad) {
-  const u64 m = (u64{1} << b) - 1;
+__device__ inline LongEntry long_entry(const I* row_ptr, u64 rows, u32 b, const u32* list, const u64* first, u64 count,
+                                       u64 i) {
+  u64 lo = 0, hi = count;  // the long block row j with first[j] <= i < first[j + 1]
+  while (hi - lo > 1) {
+    const u64 mid = (lo + hi) / 2;
+    if (first[mid] <= i) lo = mid; else hi = mid;
+  }
+  const u64 r0 = u64{list[lo]} << b, r_end = r0 + (u64{1} << b) < rows ? r0 + (u64{1} << b) : rows;
+  const u64 e = static_cast<u64>(row_ptr[r0]) + (i - first[lo]);
+  u64 a = r0, z = r_end;  // its row: row_ptr[a] <= e < row_ptr[a + 1] (the last such: empty rows skipped)
+  while (z - a > 1) {
+    const u64 mid = (a + z) / 2;
+    if (static_cast<u64>(row_ptr[mid]) <= e) a = mid; else z = mid;
+  }
+  return {lo, a, e};
+}
+
+// head[i] = 1 where entry i starts a run (a row's first entry, or a leaf
+// column other than its predecessor's); *bad where a row is unsorted,
+// repeats a column or leaves the matrix.
+template <class I>
+__global__ void long_run_heads_kernel(const I* row_ptr, const I* col, u64 rows, u64 cols, u32 b, const u32* list,
+                                      const u64* first, u64 count, u64 entries, u32* head, unsigned* bad) {
   for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i < entries; i += u64(gridDim.x) * blockDim.x) {
-    u64 lo = 0, hi = count;  // the long row j with first[j] <= i < first[j + 1]
-    while (hi - lo > 1) {
-      const u64 mid = (lo + hi) / 2;
-      if (first[mid] <= i) lo = mid; else hi = mid;
-    }
-    const u64 j = lo, r0 = u64{list[j]} << b;
-    const u64 r_end = r0 + m + 1 < rows ? r0 + m + 1 : rows;
-    const u64 e = static_cast<u64>(row_ptr[r0]) + (i - first[j]);
-    u64 a = r0, z = r_end;  // its row: row_ptr[r] <= e < row_ptr[r + 1]
-    while (z - a > 1) {
-      const u64 mid = (a + z) / 2;
-      if (static_cast<u64>(row_ptr[mid]) <= e) a = mid; else z = mid;
-    }
-    const I c = col[e];
-    if (!index_ok(c, cols) || (e > static_cast<u64>(row_ptr[a]) && !(col[e - 1] < c))) atomicOr(bad, 4u);
-    const u64 cc = index_ok(c, cols) ? static_cast<u64>(c) : 0;
-    key[i] = (j << (col_bits + 2 * b)) | ((cc >> b) << (2 * b)) | ((a & m) << b) | (cc & m);
-    idx[i] = static_cast<u32>(e);
+    const LongEntry x = long_entry(row_ptr, rows, b, list, first, count, i);
+    const I c = col[x.e];
+    const bool row_first = x.e == static_cast<u64>(row_ptr[x.row]);
+    if (!index_ok(c, cols) || (!row_first && !(col[x.e - 1] < c))) atomicOr(bad, 4u);
+    head[i] = (row_first || (static_cast<u64>(col[x.e - 1]) >> b) != (static_cast<u64>(c) >> b)) ? 1u : 0u;
   }
 }
 
-__global__ void long_leaf_heads_kernel(const u64* key, u64 n, u32 b, u32* head) {
-  for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i < n; i += u64(gridDim.x) * blockDim.x)
-    head[i] = (i == 0 || (key[i] >> (2 * b)) != (key[i - 1] >> (2 * b))) ? 1u : 0u;
+// Each run (run_of: the heads' inclusive scan) at its index: its sort key
+// (long block row, leaf column, row in the block row), its first entry and
+// its CSR index; run_first[runs] = entries.
+template <class I>
+__global__ void long_runs_kernel(const I* row_ptr, const I* col, u64 rows, u32 b, u32 col_bits, const u32* list,
+                                 const u64* first, u64 count, u64 entries, const u32* head, const u32* run_of,
+                                 u64* run_key, u32* run_first, u32* run_e) {
+  const u64 m = (u64{1} << b) - 1;
+  for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i < entries; i += u64(gridDim.x) * blockDim.x) {
+    if (i == entries - 1) run_first[run_of[i]] = static_cast<u32>(entries);
+    if (!head[i]) continue;
+    const LongEntry x = long_entry(row_ptr, rows, b, list, first, count, i);
+    const u64 lc = static_cast<u64>(col[x.e]) >> b, r = run_of[i] - 1;
+    run_key[r] = (x.j << (col_bits + b)) | (lc << b) | (x.row & m);
+    run_first[r] = static_cast<u32>(i);
+    run_e[r] = static_cast<u32>(x.e);
+  }
+}
+
+// Per sorted run k (ridx: its index before the sort): its length, and 1 where
+// it starts a leaf (a new long block row or leaf column).
+__global__ void long_sorted_runs_kernel(const u64* key, const u32* ridx, const u32* run_first, u64 runs, u32 b,
+                                        u32* len, u32* leaf_head) {
+  for (u64 k = blockIdx.x * u64(blockDim.x) + threadIdx.x; k < runs; k += u64(gridDim.x) * blockDim.x) {
+    const u32 r = ridx[k];
+    len[k] = run_first[r + 1] - run_first[r];
+    leaf_head[k] = (k == 0 || (key[k] >> b) != (key[k - 1] >> b)) ? 1u : 0u;
+  }
 }
 
 // One reservation of leaf indices for the long rows' leaves.
@@ -69,19 +110,28 @@ __global__ void long_leaf_base_kernel(unsigned long long* counter, u64 leaves, u
   *base = static_cast<u32>(atomicAdd(counter, static_cast<unsigned long long>(leaves)));
 }
 
-__global__ void long_leaf_starts_kernel(const u32* leaf_of, u64 n, u64 leaves, u32* start) {
-  for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i <= n; i += u64(gridDim.x) * blockDim.x) {
-    if (i == n) start[leaves] = static_cast<u32>(n);
-    else if (i == 0 || leaf_of[i] != leaf_of[i - 1]) start[leaf_of[i] - 1] = static_cast<u32>(i);
+// Each leaf's first rank in the sorted entries (start[leaves] = entries).
+__global__ void long_leaf_starts_kernel(const u32* leaf_head, const u32* leaf_of, const u32* off, u64 runs,
+                                        u64 leaves, u64 entries, u32* start) {
+  for (u64 k = blockIdx.x * u64(blockDim.x) + threadIdx.x; k <= runs; k += u64(gridDim.x) * blockDim.x) {
+    if (k == runs) start[leaves] = static_cast<u32>(entries);
+    else if (leaf_head[k]) start[leaf_of[k] - 1] = off[k];
   }
 }
 
-// Each long-row leaf's tree key and entry count at its reserved index.
-__global__ void long_leaves_kernel(const u64* key, const u32* start, u64 leaves, const u32* list, u32 b, u32 col_bits,
-                                   u32 upper_levels, const u32* base, u64* key_lo, u64* key_hi, u32* count) {
-  for (u64 q = blockIdx.x * u64(blockDim.x) + threadIdx.x; q < leaves; q += u64(gridDim.x) * blockDim.x) {
-    const u64 k = key[start[q]];
-    const u64 j = k >> (col_bits + 2 * b), C = (k >> (2 * b)) & ((u64{1} << col_bits) - 1);
+// Per sorted run: its leaf and its first entry's rank there, at its index
+// before the sort (pass 2 reads them by entry); and where it starts a leaf,
+// the leaf's tree key and entry count at its reserved index.
+__global__ void long_leaves_kernel(const u64* key, const u32* ridx, const u32* leaf_head, const u32* leaf_of,
+                                   const u32* off, const u32* start, u64 runs, const u32* list, u32 b, u32 col_bits,
+                                   u32 upper_levels, const u32* base, u64* key_lo, u64* key_hi, u32* count,
+                                   u32* run_leaf, u32* run_rank) {
+  for (u64 k = blockIdx.x * u64(blockDim.x) + threadIdx.x; k < runs; k += u64(gridDim.x) * blockDim.x) {
+    const u32 q = leaf_of[k] - 1, r = ridx[k];
+    run_leaf[r] = q;
+    run_rank[r] = off[k] - start[q];
+    if (!leaf_head[k]) continue;
+    const u64 j = key[k] >> (col_bits + b), C = (key[k] >> b) & ((u64{1} << col_bits) - 1);
     const u64 slot = *base + q;
     u64 hi, lo;
     leaf_tree_key(list[j], C, b, upper_levels, hi, lo);
@@ -93,26 +143,29 @@ __global__ void long_leaves_kernel(const u64* key, const u32* start, u64 leaves,
 
 // Pass 2: every long-row entry into its leaf (or its wide position).
 template <class V, class I>
-__global__ void long_rows_fill_kernel(CsrBlockArgs<V, I> a, const u64* key, const u32* idx, const u32* leaf_of,
-                                      const u32* start, u64 n, const u32* base, u32 col_bits) {
+__global__ void long_rows_fill_kernel(CsrBlockArgs<V, I> a, const u32* run_of, const u64* run_key, const u32* run_first,
+                                      const u32* run_e, const u32* run_leaf, const u32* run_rank, u64 n,
+                                      const u32* base, u32 col_bits) {
   const u32 b = a.b;
   const u64 m = (u64{1} << b) - 1;
   for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i < n; i += u64(gridDim.x) * blockDim.x) {
-    const u32 q = leaf_of[i] - 1, t = a.linv[*base + q];
-    const u64 k = key[i];
-    const u64 j = k >> (col_bits + 2 * b), C = (k >> (2 * b)) & ((u64{1} << col_bits) - 1);
-    const u64 row = (u64{a.long_rows[j]} << b) | ((k >> b) & m), col = (C << b) | (k & m);
-    const u32 e = idx[i];
-    put_leaf_entry(a, t, a.ltype[t], a.lcount[t], a.loff[t], static_cast<u32>(i) - start[q], row, col, e, a.val[e]);
+    const u32 r = run_of[i] - 1, in_run = static_cast<u32>(i) - run_first[r];
+    const u32 t = a.linv[*base + run_leaf[r]];
+    const u64 k = run_key[r], j = k >> (col_bits + b);
+    const u64 row = (u64{a.long_rows[j]} << b) | (k & m), e = u64{run_e[r]} + in_run;
+    const u64 col = static_cast<u64>(a.col[e]);
+    put_leaf_entry(a, t, a.ltype[t], a.lcount[t], a.loff[t], run_rank[r] + in_run, row, col, e, a.val[e]);
   }
 }
 
-// The long rows' sorted entries and leaves, kept from pass 1 to pass 2.
+// The long rows' runs and leaves, kept from pass 1 to pass 2: per entry its
+// run (1-based), per run (in CSR order) its key, first entry, CSR index,
+// leaf and first rank there.
 struct LongRows {
-  u64 entries = 0, leaves = 0;
+  u64 entries = 0, runs = 0, leaves = 0;
   u32 col_bits = 0;
-  Array<u64> key;
-  Array<u32> idx, leaf_of, start, base;
+  Array<u64> run_key;
+  Array<u32> run_of, run_first, run_e, run_leaf, run_rank, base;
 };
 
 // Pass 1 for the listed long block rows; false where the general path must
@@ -122,7 +175,7 @@ bool long_rows_leaves(WorkMemory& w, const CsrBlockArgs<V, I>& a, const u32* lis
   const cudaStream_t st = w.stream();
   const u32 b = a.b;
   const u32 col_bits = a.cols ? bit_width_of((a.cols - 1) >> b) : 0;
-  const u32 key_bits = bit_width_of(count) + col_bits + 2 * b;
+  const u32 key_bits = bit_width_of(count) + col_bits + b;
   if (key_bits > 64) return false;
   Array<u64> first(w, count + 1);
   {
@@ -131,36 +184,64 @@ bool long_rows_leaves(WorkMemory& w, const CsrBlockArgs<V, I>& a, const u32* lis
     exclusive_sum(w, counts.get(), first.get(), count + 1);
   }
   const u64 n = read_back(w, first.get() + count, "read long-row entries");
-  Array<u64> key(w, n);
-  Array<u32> idx(w, n);
-  Array<unsigned> bad(w, 1);
-  cuda_check(cudaMemsetAsync(bad.get(), 0, sizeof(unsigned), st), "cudaMemsetAsync");
-  long_row_keys_kernel<I><<<blocks_for(n), 256, 0, st>>>(a.row_ptr, a.col, a.rows, a.cols, b, col_bits, list,
-                                                         first.get(), count, n, key.get(), idx.get(), bad.get());
-  w.check_launch("long-row keys kernel");
-  if (read_back(w, bad.get(), "read long-row check") != 0) return false;
-  first.release();
-  out.entries = n;
-  out.col_bits = col_bits;
-  out.key = Array<u64>(w, n);
-  out.idx = Array<u32>(w, n);
-  radix_sort_pairs(w, key.get(), out.key.get(), idx.get(), out.idx.get(), n, static_cast<int>(key_bits));
-  key.release();
-  idx.release();
-  out.leaf_of = Array<u32>(w, n);
+  if (n == 0) return true;
+  // [0]: the rows' check (low half), [1]: the number of runs.
+  Array<unsigned long long> found(w, 2);
+  cuda_check(cudaMemsetAsync(found.get(), 0, 2 * sizeof(unsigned long long), st), "cudaMemsetAsync");
+  out.run_of = Array<u32>(w, n);
+  std::vector<unsigned long long> got;
   {
     Array<u32> head(w, n);
-    long_leaf_heads_kernel<<<blocks_for(n), 256, 0, st>>>(out.key.get(), n, b, head.get());
-    inclusive_sum(w, head.get(), out.leaf_of.get(), n);
+    long_run_heads_kernel<I><<<blocks_for(n), 256, 0, st>>>(a.row_ptr, a.col, a.rows, a.cols, b, list, first.get(),
+                                                            count, n, head.get(),
+                                                            reinterpret_cast<unsigned*>(found.get()));
+    w.check_launch("long-row run heads kernel");
+    inclusive_sum(w, head.get(), out.run_of.get(), n);
+    static_assert(std::endian::native == std::endian::little, "the run count lands in found[1]'s low half");
+    cuda_check(cudaMemcpyAsync(found.get() + 1, out.run_of.get() + n - 1, sizeof(u32), cudaMemcpyDeviceToDevice, st),
+               "cudaMemcpyAsync");
+    got = read_back_n(w, found.get(), 2, "read long-row check and runs");
+    if ((got[0] & 0xFFFFFFFFull) != 0) return false;
+    out.runs = got[1];
+    out.run_key = Array<u64>(w, out.runs);
+    out.run_first = Array<u32>(w, out.runs + 1);
+    out.run_e = Array<u32>(w, out.runs);
+    long_runs_kernel<I><<<blocks_for(n), 256, 0, st>>>(a.row_ptr, a.col, a.rows, b, col_bits, list, first.get(), count,
+                                                       n, head.get(), out.run_of.get(), out.run_key.get(),
+                                                       out.run_first.get(), out.run_e.get());
+    w.check_launch("long-row runs kernel");
   }
-  out.leaves = read_back(w, out.leaf_of.get() + n - 1, "read long-row leaves");
-  out.start = Array<u32>(w, out.leaves + 1);
+  first.release();
+  const u64 R = out.runs;
+  out.entries = n;
+  out.col_bits = col_bits;
+  Array<u64> key(w, R);
+  Array<u32> ridx(w, R);
+  {
+    Array<u32> iota(w, R);
+    iota_kernel<<<blocks_for(R), 256, 0, st>>>(iota.get(), R);
+    radix_sort_pairs(w, out.run_key.get(), key.get(), iota.get(), ridx.get(), R, static_cast<int>(key_bits));
+  }
+  Array<u32> off(w, R), leaf_of(w, R), leaf_head(w, R);
+  {
+    Array<u32> len(w, R);
+    long_sorted_runs_kernel<<<blocks_for(R), 256, 0, st>>>(key.get(), ridx.get(), out.run_first.get(), R, b, len.get(),
+                                                          leaf_head.get());
+    exclusive_sum(w, len.get(), off.get(), R);
+    inclusive_sum(w, leaf_head.get(), leaf_of.get(), R);
+  }
+  out.leaves = read_back(w, leaf_of.get() + R - 1, "read long-row leaves");
+  Array<u32> start(w, out.leaves + 1);
   out.base = Array<u32>(w, 1);
-  long_leaf_starts_kernel<<<blocks_for(n + 1), 256, 0, st>>>(out.leaf_of.get(), n, out.leaves, out.start.get());
+  out.run_leaf = Array<u32>(w, R);
+  out.run_rank = Array<u32>(w, R);
+  long_leaf_starts_kernel<<<blocks_for(R + 1), 256, 0, st>>>(leaf_head.get(), leaf_of.get(), off.get(), R, out.leaves,
+                                                             n, start.get());
   long_leaf_base_kernel<<<1, 1, 0, st>>>(a.leaf_counter, out.leaves, out.base.get());
-  long_leaves_kernel<<<blocks_for(out.leaves), 256, 0, st>>>(out.key.get(), out.start.get(), out.leaves, list, b,
-                                                             col_bits, a.upper_levels, out.base.get(), a.leaf_key_lo,
-                                                             a.leaf_key_hi, a.leaf_count);
+  long_leaves_kernel<<<blocks_for(R), 256, 0, st>>>(key.get(), ridx.get(), leaf_head.get(), leaf_of.get(), off.get(),
+                                                    start.get(), R, list, b, col_bits, a.upper_levels, out.base.get(),
+                                                    a.leaf_key_lo, a.leaf_key_hi, a.leaf_count, out.run_leaf.get(),
+                                                    out.run_rank.get());
   w.check_launch("long-row leaf kernels");
   return true;
 }
@@ -169,7 +250,8 @@ template <class V, class I>
 void long_rows_fill(WorkMemory& w, const CsrBlockArgs<V, I>& a, const LongRows& r) {
   if (r.entries == 0) return;
   long_rows_fill_kernel<V, I><<<blocks_for(r.entries), 256, 0, w.stream()>>>(
-      a, r.key.get(), r.idx.get(), r.leaf_of.get(), r.start.get(), r.entries, r.base.get(), r.col_bits);
+      a, r.run_of.get(), r.run_key.get(), r.run_first.get(), r.run_e.get(), r.run_leaf.get(), r.run_rank.get(),
+      r.entries, r.base.get(), r.col_bits);
   w.check_launch("long-row fill kernel");
 }
 

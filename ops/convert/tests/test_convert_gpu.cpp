@@ -552,6 +552,29 @@ TEST(ConvertGpu, CsrColumnsUnsortedWithinRows) {
     run.template operator()<float, std::int32_t>(csr, o, "reversed rows");
     run.template operator()<float, std::int64_t>(csr, o, "reversed rows");
   }
+  // Long block rows (build_csr_long_rows.cuh: 10 000 entries across 1 250
+  // leaf columns at d 16) with one defect each, deep inside a dense row and
+  // inside one leaf column's run: two neighbours swapped, or a column
+  // repeated (summed in order, as build_matrix does). The run check must
+  // send the matrix to the general path.
+  for (const bool repeat : {false, true}) {
+    Coo<float> c;
+    c.rows = 200;
+    c.cols = 20000;
+    for (index_t r = 0; r < c.rows; ++r)
+      for (index_t j = r * 97 % 19000, k = 0; r != 41 && k < 5; ++k) c.push(r, j + 3 * k, random_value<float>(rng));
+    for (index_t j = 0; j < c.cols; j += 2) {
+      // row 41: columns 6002 and 6004 (one leaf column at d 16) change places, or 6002 comes twice
+      index_t jj = j;
+      if (j == 6002 && !repeat) jj = 6004;
+      if (j == 6004) jj = 6002;
+      c.push(41, jj, random_value<float>(rng));
+    }
+    const Csr<float> long_csr = stable_row_csr(c);
+    const std::string what = repeat ? "long row with a repeated column" : "long row with two columns swapped";
+    run.template operator()<float, std::int32_t>(long_csr, BuildOptions{16, false}, what);
+    run.template operator()<float, std::int64_t>(long_csr, BuildOptions{16, true}, what);
+  }
 }
 
 // 64-bit indices: a dimension beyond 2^32 (only int64 runs: int32 cannot hold them).
