@@ -15,6 +15,9 @@
 // leaves instead of millions. Pass 2 finds each leaf slot's tree position
 // through slot_linv: a kept leaf's own, or its node's stand-in (a dropped
 // leaf's entries go to wide positions: put_leaf_entry).
+#include <functional>
+#include <optional>
+
 #include "build_skeleton.cuh"
 
 namespace hisparse::ops::convert_detail {
@@ -29,6 +32,20 @@ struct CoowPrune {
   u64 stand_ins = 0;  // the COOW nodes
   Array<u32> count;   // the new leaf list's entry counts (kept, then stand-ins)
   Array<u32> slot_linv;
+  // per depth-2 block (grid_cols a row): 1 where COOW, and its rank among them
+  u64 grid_cols = 0;
+  Array<u32> coow, coow_rank;
+};
+
+// Sums made before the rule for block rows whose leaves were never emitted
+// (build_csr_block_sums.cuh): the blocks' sums and how many leaves they
+// hold. Once the rule has run, `emit` emits the leaves of the block rows
+// with an entry under a standard node (coow: per block) and returns the
+// leaves emitted in all, or nothing where the input turned out bad.
+struct PresummedCells {
+  Array<unsigned long long> le, bytes;
+  u64 leaves = 0;
+  std::function<std::optional<u64>(const u32* coow, u64 grid_cols)> emit;
 };
 
 // Depth-2 block (grid cell) of a leaf slot.
@@ -125,26 +142,46 @@ __global__ void prune_slot_linv_kernel(const u32* slot_new, const u32* linv, u64
     slot_linv[s] = linv[slot_new[s]];
 }
 
+// The depth-2 grid (grid_rows, grid_cols) where the prune applies (at most
+// 8 entries a leaf, no more blocks than leaves); nothing otherwise.
+inline std::optional<std::pair<u64, u64>> prune_grid(const Skeleton& k, const Shape& shape,
+                                                     const BuildOptions& options, u64 entries, u64 leaves) {
+  if (!options.wide_nodes || k.L < 2 || k.key_hi || leaves == 0 || entries > prune_entries_per_leaf * leaves)
+    return std::nullopt;
+  const u64 d2 = u64{1} << (2 * k.b);
+  const u64 grid_rows = (static_cast<u64>(shape.rows) + d2 - 1) / d2;
+  const u64 grid_cols = (static_cast<u64>(shape.cols) + d2 - 1) / d2;
+  const u64 cells = grid_rows * grid_cols;
+  if (cells > leaves || cells >= 0xFFFFFFFFull) return std::nullopt;
+  return std::pair{grid_rows, grid_cols};
+}
+
 // Sorts and chooses the leaves as sort_leaves + choose_leaves do, with COOW
 // nodes decided first where that applies (then true, and `p` holds the slot
-// map for pass 2); false: nothing done.
+// map for pass 2); false: nothing done (with `pre`: nothing emitted either).
 template <class V>
 bool prune_coow_leaves(WorkMemory& w, Skeleton& k, const Shape& shape, const BuildOptions& options, u64 entries,
-                       const u32* count_by_leaf, CoowPrune& p) {
+                       const u32* count_by_leaf, CoowPrune& p, PresummedCells* pre = nullptr) {
   const cudaStream_t st = w.stream();
-  const u32 b = k.b, L = k.L, upper = L - 1;
-  if (!options.wide_nodes || L < 2 || k.key_hi || k.NL == 0 || entries > prune_entries_per_leaf * k.NL) return false;
-  const u64 d2 = u64{1} << (2 * b);
-  const u64 grid_rows = (static_cast<u64>(shape.rows) + d2 - 1) / d2, grid_cols = (static_cast<u64>(shape.cols) + d2 - 1) / d2;
-  const u64 cells = grid_rows * grid_cols;
-  if (cells > k.NL || cells >= 0xFFFFFFFFull) return false;
-  const u64 slots = k.NL;
-  Array<unsigned long long> le(w, cells), bytes(w, cells);
-  cuda_check(cudaMemsetAsync(le.get(), 0, cells * sizeof(unsigned long long), st), "cudaMemsetAsync");
-  cuda_check(cudaMemsetAsync(bytes.get(), 0, cells * sizeof(unsigned long long), st), "cudaMemsetAsync");
-  prune_sums_kernel<V><<<std::min<unsigned>(blocks_for(slots), 65536u), 256, 0, st>>>(
-      k.klo.get(), count_by_leaf, slots, b, upper, grid_cols, le.get(), bytes.get());
-  w.check_launch("COOW sums kernel");
+  const u32 b = k.b, upper = k.L - 1;
+  const auto grid = prune_grid(k, shape, options, entries, k.NL + (pre ? pre->leaves : 0));
+  if (!grid) return false;
+  const u64 grid_cols = grid->second, cells = grid->first * grid_cols;
+  Array<unsigned long long> le, bytes;
+  if (pre) {
+    le = std::move(pre->le);
+    bytes = std::move(pre->bytes);
+  } else {
+    le = Array<unsigned long long>(w, cells);
+    bytes = Array<unsigned long long>(w, cells);
+    cuda_check(cudaMemsetAsync(le.get(), 0, cells * sizeof(unsigned long long), st), "cudaMemsetAsync");
+    cuda_check(cudaMemsetAsync(bytes.get(), 0, cells * sizeof(unsigned long long), st), "cudaMemsetAsync");
+  }
+  if (k.NL > 0) {
+    prune_sums_kernel<V><<<std::min<unsigned>(blocks_for(k.NL), 65536u), 256, 0, st>>>(
+        k.klo.get(), count_by_leaf, k.NL, b, upper, grid_cols, le.get(), bytes.get());
+    w.check_launch("COOW sums kernel");
+  }
   Array<u32> coow(w, cells + 1), coow_rank(w, cells + 1);
   prune_decide_kernel<V><<<blocks_for(cells), 256, 0, st>>>(le.get(), bytes.get(), cells, b, coow.get());
   set_u32_kernel<<<1, 1, 0, st>>>(coow.get() + cells, 0u);
@@ -153,6 +190,12 @@ bool prune_coow_leaves(WorkMemory& w, Skeleton& k, const Shape& shape, const Bui
   exclusive_sum(w, coow.get(), coow_rank.get(), cells + 1);
   const u64 stand_ins = read_back(w, coow_rank.get() + cells, "read COOW nodes");
   if (stand_ins == 0) return false;
+  if (pre) {
+    const std::optional<u64> emitted = pre->emit(coow.get(), grid_cols);
+    if (!emitted) return false;
+    k.NL = *emitted;
+  }
+  const u64 slots = k.NL;
   Array<u32> keep(w, slots + 1), pos(w, slots + 1);
   prune_keep_kernel<<<blocks_for(slots + 1), 256, 0, st>>>(k.klo.get(), slots, b, upper, grid_cols, coow.get(),
                                                           keep.get());
@@ -161,7 +204,7 @@ bool prune_coow_leaves(WorkMemory& w, Skeleton& k, const Shape& shape, const Bui
   const u64 NL = kept + stand_ins;
   Array<u64> key2(w, NL);
   p.count = Array<u32>(w, NL);
-  Array<u32> slot_new(w, slots);
+  Array<u32> slot_new(w, slots ? slots : 1);
   prune_compact_kernel<<<blocks_for(slots), 256, 0, st>>>(k.klo.get(), count_by_leaf, slots, b, upper, grid_cols,
                                                           keep.get(), pos.get(), coow_rank.get(), kept, key2.get(),
                                                           p.count.get(), slot_new.get());
@@ -171,8 +214,6 @@ bool prune_coow_leaves(WorkMemory& w, Skeleton& k, const Shape& shape, const Bui
   keep.release();
   pos.release();
   le.release();
-  coow.release();
-  coow_rank.release();
   k.klo = std::move(key2);
   k.NL = NL;
   {
@@ -181,13 +222,24 @@ bool prune_coow_leaves(WorkMemory& w, Skeleton& k, const Shape& shape, const Bui
     prune_stand_in_bytes_kernel<<<blocks_for(NL), 256, 0, st>>>(lperm.get(), NL, kept, k.lbytes.get());
     w.check_launch("COOW stand-in kernel");
   }
-  p.slot_linv = Array<u32>(w, slots);
+  p.slot_linv = Array<u32>(w, slots ? slots : 1);
   prune_slot_linv_kernel<<<blocks_for(slots), 256, 0, st>>>(slot_new.get(), k.linv.get(), slots, p.slot_linv.get());
   w.check_launch("COOW slot kernel");
   p.slots = slots;
   p.kept = kept;
   p.stand_ins = stand_ins;
+  p.grid_cols = grid_cols;
+  p.coow = std::move(coow);
+  p.coow_rank = std::move(coow_rank);
   return true;
+}
+
+// Per COOW block of a pruned skeleton, its depth-2 node (a stand-in's
+// parent): where pass 2 sends the entries of block rows never sorted.
+__global__ void prune_cell_owner_kernel(const u32* coow, const u32* coow_rank, u64 cells, u64 kept, const u32* linv,
+                                        const u32* leaf_parent, u32* owner) {
+  for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i < cells; i += u64(gridDim.x) * blockDim.x)
+    owner[i] = coow[i] ? leaf_parent[linv[kept + coow_rank[i]]] : ~0u;
 }
 
 }  // namespace hisparse::ops::convert_detail

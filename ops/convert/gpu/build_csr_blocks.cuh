@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "build_coow_prune.cuh"
+#include "build_csr_block_sums.cuh"
 #include "build_csr_long_rows.cuh"
 #include "build_csr_warps.cuh"
 #include "build_skeleton.cuh"
@@ -105,73 +106,95 @@ __global__ void __launch_bounds__(csr_block_threads) csr_block_rows_kernel(CsrBl
         cmin = c64[x] < cmin ? c64[x] : cmin;
         cmax = c64[x] > cmax ? c64[x] : cmax;
       }
-      const u64 bmin = Reduce(tmp.reduce).Reduce(cmin, MinOp{});
-      __syncthreads();
-      const u64 bmax = Reduce(tmp.reduce).Reduce(cmax, MaxOp{});
-      if (threadIdx.x == 0) {
-        cmin_s = bmin;
-        cmax_s = bmax;
-      }
-      __syncthreads();
-      const u64 span = cmax_s - cmin_s;
-      const u32 spread = span ? 64u - static_cast<u32>(__clzll(static_cast<long long>(span))) : 0u;
-      const u32 key_bits = spread + b;  // one more bit marks padding
-      if (!Fill && __syncthreads_or(bad || key_bits >= 32)) {
-        if (threadIdx.x == 0) atomicOr(a.fallback, 2u);
+      // Summed first: a block row with no entry under a standard node is not
+      // sorted; pass 2 writes each entry's COOW node and key in CSR order.
+      bool standard = false;
+      if (a.cell_coow)
+        for (u32 x = 0; x < X; ++x)
+          standard |= threadIdx.x * X + x < m && !a.cell_coow[(s >> b) * a.grid_cols + (c64[x] >> b)];
+      if (a.cell_coow && !__syncthreads_or(standard)) {
+        if (Fill) {
+          const u64 mm = (u64{1} << (2 * b)) - 1;
+          for (u32 x = 0; x < X; ++x) {
+            const u32 k = threadIdx.x * X + x;
+            if (k >= m) continue;
+            const u64 e = e0 + k;
+            a.wide_owner[e] = a.cell_owner[(s >> b) * a.grid_cols + (c64[x] >> b)];
+            a.wide_key[e] = (static_cast<u32>(((s << b) | rl[x]) & mm) << 16) |
+                            static_cast<u32>(static_cast<u64>(a.col[e]) & mm);
+          }
+        } else if (threadIdx.x == 0) {
+          atomicAdd(a.coow_block_rows, 1ull);
+        }
       } else {
-        u32 key[X], idx[X];
-        for (u32 x = 0; x < X; ++x) {
-          const u32 k = threadIdx.x * X + x;
-          idx[x] = k;
-          key[x] = k < m ? static_cast<u32>(((c64[x] - cmin_s) << b) | rl[x]) : (1u << key_bits);
+        const u64 bmin = Reduce(tmp.reduce).Reduce(cmin, MinOp{});
+        __syncthreads();
+        const u64 bmax = Reduce(tmp.reduce).Reduce(cmax, MaxOp{});
+        if (threadIdx.x == 0) {
+          cmin_s = bmin;
+          cmax_s = bmax;
         }
-        Sort(tmp.sort).Sort(key, idx, 0, static_cast<int>(key_bits) + 1);
         __syncthreads();
-        // Blocked: item i = threadIdx.x * X + x, in (leaf, row, column) order.
-        u32 leaf[X];
-        for (u32 x = 0; x < X; ++x) leaf[x] = key[x] >> b;
-        int head[X];
-        Disc(tmp.disc).FlagHeads(head, leaf, NotEqual{});
-        __syncthreads();
-        u32 hflag[X], leaf_idx[X], start_in[X], start[X];
-        for (u32 x = 0; x < X; ++x) {
-          const u32 i = threadIdx.x * X + x;
-          hflag[x] = head[x] && i < m;
-          start_in[x] = head[x] ? i : 0;
-        }
-        u32 leaves;
-        Scan(tmp.scan).InclusiveSum(hflag, leaf_idx, leaves);  // an item's leaf index + 1
-        for (u32 x = 0; x < X; ++x) --leaf_idx[x];
-        __syncthreads();
-        Scan(tmp.scan).InclusiveScan(start_in, start, MaxOp{});
-        __syncthreads();
-        if (!Fill) {
-          int tail[X];
-          Disc(tmp.disc).FlagTails(tail, leaf, NotEqual{});
-          if (threadIdx.x == 0) {
-            base_s = static_cast<u32>(atomicAdd(a.leaf_counter, static_cast<unsigned long long>(leaves)));
-            a.seg_base[s] = base_s;
-          }
-          __syncthreads();
-          for (u32 x = 0; x < X; ++x) {
-            const u32 i = threadIdx.x * X + x;
-            if (!tail[x] || i >= m) continue;
-            const u32 slot = base_s + leaf_idx[x];
-            u64 khi, klo;
-            leaf_tree_key(s, cmin_s + leaf[x], b, a.upper_levels, khi, klo);
-            a.leaf_key_lo[slot] = klo;
-            if (a.leaf_key_hi) a.leaf_key_hi[slot] = khi;
-            a.leaf_count[slot] = i - start[x] + 1;
-          }
+        const u64 span = cmax_s - cmin_s;
+        const u32 spread = span ? 64u - static_cast<u32>(__clzll(static_cast<long long>(span))) : 0u;
+        const u32 key_bits = spread + b;  // one more bit marks padding
+        if (!Fill && __syncthreads_or(bad || key_bits >= 32)) {
+          if (threadIdx.x == 0) atomicOr(a.fallback, 2u);
         } else {
-          const u32 base = a.seg_base[s];
+          u32 key[X], idx[X];
+          for (u32 x = 0; x < X; ++x) {
+            const u32 k = threadIdx.x * X + x;
+            idx[x] = k;
+            key[x] = k < m ? static_cast<u32>(((c64[x] - cmin_s) << b) | rl[x]) : (1u << key_bits);
+          }
+          Sort(tmp.sort).Sort(key, idx, 0, static_cast<int>(key_bits) + 1);
+          __syncthreads();
+          // Blocked: item i = threadIdx.x * X + x, in (leaf, row, column) order.
+          u32 leaf[X];
+          for (u32 x = 0; x < X; ++x) leaf[x] = key[x] >> b;
+          int head[X];
+          Disc(tmp.disc).FlagHeads(head, leaf, NotEqual{});
+          __syncthreads();
+          u32 hflag[X], leaf_idx[X], start_in[X], start[X];
           for (u32 x = 0; x < X; ++x) {
             const u32 i = threadIdx.x * X + x;
-            if (i >= m) continue;
-            const u32 t = a.linv[base + leaf_idx[x]];
-            const u64 e = e0 + idx[x];
-            put_leaf_entry(a, t, a.ltype[t], a.lcount[t], a.loff[t], i - start[x], (s << b) | (key[x] & (d - 1)),
-                           static_cast<u64>(a.col[e]), e, a.val[e]);
+            hflag[x] = head[x] && i < m;
+            start_in[x] = head[x] ? i : 0;
+          }
+          u32 leaves;
+          Scan(tmp.scan).InclusiveSum(hflag, leaf_idx, leaves);  // an item's leaf index + 1
+          for (u32 x = 0; x < X; ++x) --leaf_idx[x];
+          __syncthreads();
+          Scan(tmp.scan).InclusiveScan(start_in, start, MaxOp{});
+          __syncthreads();
+          if (!Fill) {
+            int tail[X];
+            Disc(tmp.disc).FlagTails(tail, leaf, NotEqual{});
+            if (threadIdx.x == 0) {
+              base_s = static_cast<u32>(atomicAdd(a.leaf_counter, static_cast<unsigned long long>(leaves)));
+              a.seg_base[s] = base_s;
+            }
+            __syncthreads();
+            for (u32 x = 0; x < X; ++x) {
+              const u32 i = threadIdx.x * X + x;
+              if (!tail[x] || i >= m) continue;
+              const u32 slot = base_s + leaf_idx[x];
+              u64 khi, klo;
+              leaf_tree_key(s, cmin_s + leaf[x], b, a.upper_levels, khi, klo);
+              a.leaf_key_lo[slot] = klo;
+              if (a.leaf_key_hi) a.leaf_key_hi[slot] = khi;
+              a.leaf_count[slot] = i - start[x] + 1;
+            }
+          } else {
+            const u32 base = a.seg_base[s];
+            for (u32 x = 0; x < X; ++x) {
+              const u32 i = threadIdx.x * X + x;
+              if (i >= m) continue;
+              const u32 t = a.linv[base + leaf_idx[x]];
+              const u64 e = e0 + idx[x];
+              put_leaf_entry(a, t, a.ltype[t], a.lcount[t], a.loff[t], i - start[x], (s << b) | (key[x] & (d - 1)),
+                             static_cast<u64>(a.col[e]), e, a.val[e]);
+            }
           }
         }
       }
@@ -190,8 +213,7 @@ void launch_csr_warp_rows(WorkMemory& w, const CsrBlockArgs<V, I>& a) {
 }
 
 template <class V, class I, bool Fill>
-void launch_csr_block_rows(WorkMemory& w, const CsrBlockArgs<V, I>& a) {
-  launch_csr_warp_rows<V, I, Fill ? CsrWarpPass::fill : CsrWarpPass::count>(w, a);
+void launch_csr_block_kernels(WorkMemory& w, const CsrBlockArgs<V, I>& a) {
   // (a launch over every block row, most of them the warp kernel's, cost
   // ~0.1 ms a kernel on the Laplacian 4096²'s 131 072: perf-log C18)
   if (a.n_block_rows == 0) return;
@@ -199,6 +221,12 @@ void launch_csr_block_rows(WorkMemory& w, const CsrBlockArgs<V, I>& a) {
   csr_block_rows_kernel<V, I, csr_small_items, Fill><<<grid, csr_block_threads, 0, w.stream()>>>(a);
   csr_block_rows_kernel<V, I, csr_block_items, Fill><<<grid, csr_block_threads, 0, w.stream()>>>(a);
   w.check_launch("CSR block rows kernel");
+}
+
+template <class V, class I, bool Fill>
+void launch_csr_block_rows(WorkMemory& w, const CsrBlockArgs<V, I>& a) {
+  launch_csr_warp_rows<V, I, Fill ? CsrWarpPass::fill : CsrWarpPass::count>(w, a);
+  launch_csr_block_kernels<V, I, Fill>(w, a);
 }
 
 // The whole CSR path; nothing (and nothing left allocated) where it does not
@@ -253,8 +281,10 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   // needs in one round trip (perf-log C20): [0] the fallback flags (in its
   // low 32 bits), [1] pass 1's leaves, [2, 3] the scout's totals, [4] long
   // block rows, [5] the block kernels' block rows.
-  Array<unsigned long long> counters(w, 6);
-  cuda_check(cudaMemsetAsync(counters.get(), 0, 6 * sizeof(unsigned long long), st), "cudaMemsetAsync");
+  // [6] the leaves of the block rows summed first, [7] those of them never
+  // sorted (build_csr_block_sums.cuh).
+  Array<unsigned long long> counters(w, 8);
+  cuda_check(cudaMemsetAsync(counters.get(), 0, 8 * sizeof(unsigned long long), st), "cudaMemsetAsync");
   static_assert(std::endian::native == std::endian::little, "the fallback flags are counters[0]'s low half");
   unsigned* fallback = reinterpret_cast<unsigned*>(counters.get());
   const auto falls_back = [](unsigned long long counters0) { return (counters0 & 0xFFFFFFFFull) != 0; };
@@ -296,11 +326,32 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   a.leaf_key_lo = k.klo.get();
   a.leaf_key_hi = k.key_hi ? k.khi.get() : nullptr;
   a.leaf_count = count_by_leaf.get();
-  launch_csr_block_rows<V, I, false>(w, a);
-  // The fallback flags and the leaf count together; where there are long
+  // A scattered matrix whose entries lie mostly in the block kernels' block
+  // rows (R-MAT) sums those first, per depth-2 block, without their leaves
+  // (build_csr_block_sums.cuh), where the counts fit in shared memory.
+  const u64 d2 = u64{1} << (2 * b);
+  CellSums sums{nullptr, nullptr, counters.get() + 6, (in.cols + d2 - 1) / d2, (in.cols + (u64{1} << b) - 1) >> b};
+  const u64 cells = ((in.rows + d2 - 1) / d2) * sums.grid_cols;
+  bool sums_first = options.wide_nodes && L >= 2 && !k.key_hi && a.n_block_rows > 0 && 2 * scouted[3] >= n &&
+                    cells < 0xFFFFFFFFull &&
+                    block_sums_shared_bytes(sums.leaf_cols, sums.grid_cols) <= block_sums_shared_limit;
+  PresummedCells pre;
+  if (sums_first) {
+    pre.le = Array<unsigned long long>(w, cells);
+    pre.bytes = Array<unsigned long long>(w, cells);
+    cuda_check(cudaMemsetAsync(pre.le.get(), 0, cells * sizeof(unsigned long long), st), "cudaMemsetAsync");
+    cuda_check(cudaMemsetAsync(pre.bytes.get(), 0, cells * sizeof(unsigned long long), st), "cudaMemsetAsync");
+    sums.le = pre.le.get();
+    sums.bytes = pre.bytes.get();
+    launch_csr_warp_rows<V, I, CsrWarpPass::count>(w, a);
+    launch_csr_block_sums<V, I>(w, a, sums);
+  } else {
+    launch_csr_block_rows<V, I, false>(w, a);
+  }
+  // The fallback flags and the leaf counts together; where there are long
   // rows, the flags first: they are sorted only for a matrix that does not
   // fall back (and refuse bad rows themselves).
-  std::vector<unsigned long long> counted = read_back_n(w, counters.get(), 2, "read CSR leaf count");
+  std::vector<unsigned long long> counted = read_back_n(w, counters.get(), 8, "read CSR leaf count");
   if (falls_back(counted[0])) return std::nullopt;
   seg_counts.release();
   a.seg_counts = nullptr;
@@ -310,10 +361,43 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
     counted[1] = read_back(w, counter, "read leaf count");
   }
   k.NL = counted[1];
-  const u64 leaf_blocks = k.NL;
+  u64 leaf_blocks = k.NL + (sums_first ? counted[6] : 0);
   w.phase("CSR block rows: leaves");
   CoowPrune pruned;
-  if (!prune_coow_leaves<V>(w, k, shape, options, n, count_by_leaf.get(), pruned)) {
+  bool was_pruned = false;
+  bool bad_late = false;
+  if (sums_first) {
+    pre.leaves = counted[6];
+    // Once the rule has run: the leaves of the block rows with an entry under
+    // a standard node (the others are counted and skipped).
+    pre.emit = [&](const u32* coow, u64 grid_cols) -> std::optional<u64> {
+      a.cell_coow = coow;
+      a.grid_cols = grid_cols;
+      a.coow_block_rows = counters.get() + 7;
+      launch_csr_block_kernels<V, I, false>(w, a);
+      const std::vector<unsigned long long> c = read_back_n(w, counters.get(), 8, "read CSR mixed leaves");
+      if (falls_back(c[0])) {
+        bad_late = true;
+        return std::nullopt;
+      }
+      counted[7] = c[7];
+      return c[1];
+    };
+    was_pruned = prune_coow_leaves<V>(w, k, shape, options, n, count_by_leaf.get(), pruned, &pre);
+    if (bad_late) return std::nullopt;
+    if (!was_pruned) {
+      // No COOW node after all (or too few leaves for the prune): the block
+      // rows' leaves as without the sums.
+      sums_first = false;
+      a.cell_coow = nullptr;
+      a.coow_block_rows = nullptr;
+      launch_csr_block_kernels<V, I, false>(w, a);
+      counted = read_back_n(w, counters.get(), 2, "read CSR leaf count");
+      if (falls_back(counted[0])) return std::nullopt;
+      k.NL = leaf_blocks = counted[1];
+    }
+  }
+  if (!was_pruned && !prune_coow_leaves<V>(w, k, shape, options, n, count_by_leaf.get(), pruned)) {
     Array<u32> lperm = sort_leaves(w, k);
     choose_leaves<V>(w, k, lperm.get(), count_by_leaf.get());
   }
@@ -329,8 +413,17 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
     a.wide_owner = wide.owner.get();
     a.wide_key = wide.key.get();
   }
+  Array<u32> cell_owner;
+  if (sums_first) {
+    cell_owner = Array<u32>(w, cells);
+    prune_cell_owner_kernel<<<blocks_for(cells), 256, 0, st>>>(pruned.coow.get(), pruned.coow_rank.get(), cells,
+                                                               pruned.kept, k.linv.get(),
+                                                               k.lv[L - 2].child_parent.get(), cell_owner.get());
+    w.check_launch("COOW block owners kernel");
+    a.cell_owner = cell_owner.get();
+  }
   w.phase("pool allocated");
-  a.linv = pruned.slots ? pruned.slot_linv.get() : k.linv.get();
+  a.linv = pruned.coow.get() ? pruned.slot_linv.get() : k.linv.get();
   a.ltype = k.ltype.get();
   a.lcount = k.lcount.get();
   a.loff = k.lbytes.get();
@@ -344,7 +437,8 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   if (stats) {
     stats->entries = n;
     stats->leaves = leaf_blocks;
-    stats->sorted_block_rows = a.n_block_rows + n_long;
+    stats->sorted_block_rows = a.n_block_rows - (sums_first ? counted[7] : 0) + n_long;
+    stats->coow_block_rows = sums_first ? counted[7] : 0;
   }
   return DeviceMatrix<V>::adopt(std::move(pool), shape, n, root, false, V(1), options.wide_nodes);
 }

@@ -85,6 +85,14 @@ struct CsrBlockArgs {
   u32* block_rows = nullptr;
   unsigned long long* block_count = nullptr;
   u64 n_block_rows = 0;
+  // The block kernels' block rows summed first (build_csr_block_sums.cuh):
+  // per depth-2 block (grid_cols a row) 1 where COOW, and (pass 2) its
+  // node; those with no entry under a standard node are counted (pass 1) and
+  // written straight to their COOW nodes (pass 2). Null otherwise.
+  const u32* cell_coow = nullptr;
+  const u32* cell_owner = nullptr;
+  u64 grid_cols = 0;
+  unsigned long long* coow_block_rows = nullptr;
 };
 
 // Entry e of the CSR (at `row`, `col`, value v), rank `rank` in leaf t (tree

@@ -527,6 +527,77 @@ TEST(ConvertGpu, CoowDecidedBeforeLeaves) {
   run("250 x 200, 1000 entries, d 16 (a depth-2 root)", random_coo<float>(250, 200, 1000, rng), 16);
 }
 
+// The block kernels' block rows of a scattered matrix summed per depth-2
+// block before any leaf is emitted (build_csr_block_sums.cuh): every block
+// row under COOW nodes only (written straight, never sorted), and a band
+// through the first block rows that makes their depth-2 blocks standard (those
+// block rows sorted, their other leaves mapped to stand-ins).
+TEST(ConvertGpu, ScatteredBlockRowsSummedFirst) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  Stream stream;
+  struct Paths {
+    std::uint64_t sorted, coow;
+  };
+  auto paths = [&]<class V>(const Coo<V>& coo, std::uint32_t d) {
+    const DeviceCsrInput<V, std::int32_t> in(stable_row_csr(coo));
+    ops::ConvertStats stats;
+    (void)ops::build_device_matrix(in.view(), BuildOptions{d, true}, stream.get(), &stats);
+    return Paths{stats.sorted_block_rows, stats.coow_block_rows};
+  };
+  // Rows sorted and without duplicates, so that the CSR takes the CSR path.
+  auto in_order = []<class V>(const Coo<V>& c) {
+    std::vector<std::size_t> ix(c.nnz());
+    std::iota(ix.begin(), ix.end(), std::size_t{0});
+    std::stable_sort(ix.begin(), ix.end(), [&](std::size_t x, std::size_t y) {
+      return std::pair(c.row[x], c.col[x]) < std::pair(c.row[y], c.col[y]);
+    });
+    Coo<V> out;
+    out.rows = c.rows;
+    out.cols = c.cols;
+    for (std::size_t q = 0; q < ix.size(); ++q)
+      if (q == 0 || c.row[ix[q]] != c.row[ix[q - 1]] || c.col[ix[q]] != c.col[ix[q - 1]])
+        out.push(c.row[ix[q]], c.col[ix[q]], c.val[ix[q]]);
+    return out;
+  };
+  auto with_band = [&]<class V>(Coo<V> c, index_t rows, index_t half) {
+    for (index_t r = 0; r < rows; ++r)
+      for (index_t k = std::max<index_t>(r - half, 0); k <= std::min<index_t>(r + half, c.cols - 1); ++k)
+        c.push(r, k, random_value<V>(rng));
+    return in_order(c);
+  };
+  {
+    // d 16: 320 entries a block row over ~300 of 1 250 leaf columns (the
+    // block kernels), ~1.1 entries a leaf: COOW nodes but for the odd block
+    // of very few entries, where the standard node is the smaller (one
+    // block row was sorted in the first run).
+    const auto c = in_order(random_coo<float>(20000, 20000, 400000, rng));
+    const Paths p = paths(c, 16);
+    EXPECT_LE(p.sorted, 8u);
+    EXPECT_EQ(p.sorted + p.coow, (20000u + 15) / 16);
+    check_wide_input("f32 20000^2, 400000 scattered entries, d 16 (summed, never sorted)", c, 16, rng, stream.get());
+  }
+  {
+    const auto c = with_band(random_coo<double>(20000, 20000, 400000, rng), 2000, 8);
+    const Paths p = paths(c, 16);
+    EXPECT_GT(p.sorted, 0u);
+    EXPECT_GT(p.coow, 0u);
+    EXPECT_EQ(p.sorted + p.coow, (20000u + 15) / 16);
+    check_wide_input("f64 20000^2, scattered and a band through rows 0-1999, d 16 (sorted and summed)", c, 16, rng,
+                     stream.get());
+  }
+  {
+    // d 8, rectangular, and rows of more than a block's capacity beside them (long block rows).
+    auto c = random_coo<float>(30001, 9000, 300000, rng);
+    for (index_t k = 0; k < 9000; k += 2) c.push(777, k, random_value<float>(rng));
+    c = in_order(c);
+    const Paths p = paths(c, 8);
+    EXPECT_GT(p.coow, 0u);
+    check_wide_input("f32 30001 x 9000, scattered, d 8, a long row", c, 8, rng, stream.get());
+  }
+}
+
 // CSR rows in any column order: reversed rows with duplicates apart (the host
 // reference sums in the CSR's own order: build_matrix(csr_to_coo(csr))).
 TEST(ConvertGpu, CsrColumnsUnsortedWithinRows) {

@@ -91,6 +91,9 @@ struct ConvertStats {
   // tasks where long) because their leaf columns are too many to be found in
   // CSR order by a warp (docs/ops.md); 0 for COO input.
   std::uint64_t sorted_block_rows = 0;
+  // CSR input: block rows of a scattered matrix whose entries all lie under
+  // COOW nodes, summed and written to them without a sort (docs/ops.md).
+  std::uint64_t coow_block_rows = 0;
 };
 
 // The work memory bound: a conversion of n input entries into or out of a

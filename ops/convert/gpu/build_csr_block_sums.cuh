@@ -1,0 +1,137 @@
+#pragma once
+// The block kernels' block rows of a scattered matrix summed, not sorted
+// (perf-log C25). On R-MAT 2^22 the block kernels' pass 1 sorted every block
+// row to emit ~50 M leaves, and the COOW prune (build_coow_prune.cuh) then
+// summed them per depth-2 block and dropped nearly all of them: 2.6 ms of
+// sorts, 1.7 ms of pruning and ~1.5 GB of work arrays.
+//
+// The canonical rule needs, per depth-2 block, its leaves, their entries and
+// their bytes, and a leaf's bytes depend on its entry count alone. So a
+// thread block counts a block row's entries per leaf column in shared memory
+// (16 bits a leaf column: a block row holds at most csr_block_capacity
+// entries), the first entry of each leaf adds the leaf to its depth-2 block's
+// sums, and those go to the global sums once per block row. Nothing is
+// sorted and no leaf is written. After the rule, only the block rows with an
+// entry under a standard node (a "mixed" block row) take the block kernels'
+// two passes (pass 1 emits their leaves, of which those under COOW nodes
+// give way to stand-ins as before); every other one is written straight to
+// its COOW nodes in pass 2, its entries in CSR order (csr_block_rows_kernel).
+#include "build_csr_warps.cuh"
+
+namespace hisparse::ops::convert_detail {
+
+inline constexpr u32 block_sums_threads = 256;
+inline constexpr u32 block_sums_items = csr_block_capacity_entries / block_sums_threads;
+static_assert(block_sums_items * block_sums_threads == csr_block_capacity_entries && block_sums_items <= 32,
+              "an entry's first-of-its-leaf flag is a bit of one word per thread");
+static_assert(csr_block_capacity_entries < (1u << 16), "a leaf column's count is 16 bits");
+
+// The depth-2 blocks' sums (prune_sums_kernel's layout) and the leaves summed.
+struct CellSums {
+  unsigned long long* le;     // per block: leaves << 32 | entries
+  unsigned long long* bytes;  // per block: the leaves' bytes
+  unsigned long long* leaves;  // all leaves summed
+  u64 grid_cols, leaf_cols;
+};
+
+// Shared memory of the sums kernel: two u64 sums per depth-2 block column,
+// then a 16-bit count per leaf column.
+inline u64 block_sums_shared_bytes(u64 leaf_cols, u64 grid_cols) {
+  return grid_cols * 2 * sizeof(u64) + (leaf_cols + 1) / 2 * sizeof(u32);
+}
+// Up to this much the kernel keeps two blocks a multiprocessor; beyond it the
+// block rows are sorted as before.
+inline constexpr u64 block_sums_shared_limit = u64{100} << 10;
+
+template <class V, class I>
+__global__ void __launch_bounds__(block_sums_threads) csr_block_sums_kernel(CsrBlockArgs<V, I> a, CellSums c) {
+  constexpr u32 T = block_sums_threads;
+  extern __shared__ unsigned long long block_sums_shared[];
+  unsigned long long* cell_le = block_sums_shared;
+  unsigned long long* cell_bytes = cell_le + c.grid_cols;
+  u32* count = reinterpret_cast<u32*>(cell_bytes + c.grid_cols);  // leaf column j: bits 16(j&1).. of word j/2
+  __shared__ u64 rp[257];
+  const u32 b = a.b, d = 1u << b;
+  const u64 words = (c.leaf_cols + 1) / 2;
+  for (u64 i = threadIdx.x; i < words; i += T) count[i] = 0;
+  for (u64 i = threadIdx.x; i < c.grid_cols; i += T) cell_le[i] = cell_bytes[i] = 0;
+  u32 my_leaves = 0;
+  __syncthreads();
+  for (u64 i = blockIdx.x; i < a.n_block_rows; i += gridDim.x) {
+    const u64 s = a.block_rows[i];
+    const u64 r0 = s << b;
+    const u32 nr = static_cast<u32>(a.rows - r0 < d ? a.rows - r0 : d);
+    for (u32 k = threadIdx.x; k <= nr; k += T) rp[k] = static_cast<u64>(a.row_ptr[r0 + k]);
+    __syncthreads();
+    const u64 e0 = rp[0], m = rp[nr] - e0;
+    if (m > csr_block_capacity_entries) {  // (the scout's lists rule it out)
+      if (threadIdx.x == 0) atomicOr(a.fallback, 1u);
+      return;
+    }
+    // Entries strided over the threads (coalesced): bit x of `first` marks
+    // entry threadIdx.x + x·T as its leaf's first.
+    u32 first = 0;
+    bool bad = false;
+    for (u32 x = 0; x < block_sums_items; ++x) {
+      const u64 k = threadIdx.x + u64{x} * T;
+      if (k >= m) break;
+      const u64 e = e0 + k;
+      const I col = a.col[e];
+      if (!index_ok(col, a.cols) || (e > rp[row_of(rp, nr, e)] && !(a.col[e - 1] < col))) {
+        bad = true;
+        continue;
+      }
+      const u64 lc = static_cast<u64>(col) >> b;
+      const u32 shift = static_cast<u32>(lc & 1) * 16;
+      const u32 old = atomicAdd(&count[lc >> 1], 1u << shift);
+      if (((old >> shift) & 0xFFFFu) == 0) first |= 1u << x;
+    }
+    if (__syncthreads_or(bad)) {  // the general path words it; nothing here counts any more
+      if (threadIdx.x == 0) atomicOr(a.fallback, 2u);
+      return;
+    }
+    for (u32 x = 0; x < block_sums_items; ++x) {
+      if (!((first >> x) & 1u)) continue;
+      const u64 lc = static_cast<u64>(a.col[e0 + threadIdx.x + u64{x} * T]) >> b;
+      const u32 n = (count[lc >> 1] >> (static_cast<u32>(lc & 1) * 16)) & 0xFFFFu;
+      atomicAdd(&cell_le[lc >> b], (1ull << 32) | n);
+      atomicAdd(&cell_bytes[lc >> b], static_cast<unsigned long long>(choose_node(n, b, true, sizeof(V)).bytes));
+      ++my_leaves;
+    }
+    __syncthreads();  // every count read: the first entries clear their words for the next block row
+    for (u32 x = 0; x < block_sums_items; ++x)
+      if ((first >> x) & 1u) count[(static_cast<u64>(a.col[e0 + threadIdx.x + u64{x} * T]) >> b) >> 1] = 0;
+    const u64 cell_row = (s >> b) * c.grid_cols;
+    for (u64 cc = threadIdx.x; cc < c.grid_cols; cc += T) {
+      if (cell_le[cc] == 0) continue;
+      atomicAdd(c.le + cell_row + cc, cell_le[cc]);
+      atomicAdd(c.bytes + cell_row + cc, cell_bytes[cc]);
+      cell_le[cc] = cell_bytes[cc] = 0;
+    }
+    __syncthreads();  // rp, the counts and the block sums are reused by the next block row
+  }
+  const unsigned warp_leaves = __reduce_add_sync(0xFFFFFFFFu, static_cast<unsigned>(my_leaves));
+  if (threadIdx.x % 32 == 0 && warp_leaves) atomicAdd(c.leaves, static_cast<unsigned long long>(warp_leaves));
+}
+
+template <class V, class I>
+void launch_csr_block_sums(WorkMemory& w, const CsrBlockArgs<V, I>& a, const CellSums& c) {
+  if (a.n_block_rows == 0) return;
+  const u64 shared = block_sums_shared_bytes(c.leaf_cols, c.grid_cols);
+  cuda_check(cudaFuncSetAttribute(csr_block_sums_kernel<V, I>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(shared)),
+             "cudaFuncSetAttribute(block sums)");
+  // Persistent blocks: each clears its shared counts once, not once a block row.
+  int device = 0, sms = 0, per_sm = 0;
+  cuda_check(cudaGetDevice(&device), "cudaGetDevice");
+  cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+  cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, csr_block_sums_kernel<V, I>, block_sums_threads,
+                                                           shared),
+             "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  const u64 resident = u64(sms) * u64(per_sm > 0 ? per_sm : 1);
+  const unsigned grid = static_cast<unsigned>(a.n_block_rows < resident ? a.n_block_rows : resident);
+  csr_block_sums_kernel<V, I><<<grid, block_sums_threads, shared, w.stream()>>>(a, c);
+  w.check_launch("CSR block sums kernel");
+}
+
+}  // namespace hisparse::ops::convert_detail
