@@ -41,11 +41,13 @@ struct CoowPrune {
 // (build_csr_block_sums.cuh): the blocks' sums and how many leaves they
 // hold. Once the rule has run, `emit` emits the leaves of the block rows
 // with an entry under a standard node (coow: per block) and returns the
-// leaves emitted in all, or nothing where the input turned out bad.
+// leaves emitted in all, or nothing where the input turned out bad; it may
+// move the leaf arrays to make room (k.klo, and `count` for the counts).
 struct PresummedCells {
   Array<unsigned long long> le, bytes;
   u64 leaves = 0;
   std::function<std::optional<u64>(const u32* coow, u64 grid_cols)> emit;
+  const u32* count = nullptr;
 };
 
 // Depth-2 block (grid cell) of a leaf slot.
@@ -158,7 +160,8 @@ inline std::optional<std::pair<u64, u64>> prune_grid(const Skeleton& k, const Sh
 
 // Sorts and chooses the leaves as sort_leaves + choose_leaves do, with COOW
 // nodes decided first where that applies (then true, and `p` holds the slot
-// map for pass 2); false: nothing done (with `pre`: nothing emitted either).
+// map for pass 2); false: nothing done, and with `pre` nothing emitted either,
+// unless `emit` itself returned nothing (bad input: its caller knows).
 template <class V>
 bool prune_coow_leaves(WorkMemory& w, Skeleton& k, const Shape& shape, const BuildOptions& options, u64 entries,
                        const u32* count_by_leaf, CoowPrune& p, PresummedCells* pre = nullptr) {
@@ -194,6 +197,7 @@ bool prune_coow_leaves(WorkMemory& w, Skeleton& k, const Shape& shape, const Bui
     const std::optional<u64> emitted = pre->emit(coow.get(), grid_cols);
     if (!emitted) return false;
     k.NL = *emitted;
+    count_by_leaf = pre->count;
   }
   const u64 slots = k.NL;
   Array<u32> keep(w, slots + 1), pos(w, slots + 1);

@@ -17,6 +17,7 @@
 // give way to stand-ins as before); every other one is written straight to
 // its COOW nodes in pass 2, its entries in CSR order (csr_block_rows_kernel).
 #include "build_csr_warps.cuh"
+#include "work_memory.cuh"
 
 namespace hisparse::ops::convert_detail {
 
@@ -112,6 +113,45 @@ __global__ void __launch_bounds__(block_sums_threads) csr_block_sums_kernel(CsrB
   }
   const unsigned warp_leaves = __reduce_add_sync(0xFFFFFFFFu, static_cast<unsigned>(my_leaves));
   if (threadIdx.x % 32 == 0 && warp_leaves) atomicAdd(c.leaves, static_cast<unsigned long long>(warp_leaves));
+}
+
+// The entries of the block rows with an entry under a standard node (the
+// block kernels' test for a sorted block row, a.cell_coow set): the room
+// their leaves take.
+template <class V, class I>
+__global__ void csr_mixed_entries_kernel(CsrBlockArgs<V, I> a, unsigned long long* entries) {
+  const u32 b = a.b, d = 1u << b;
+  for (u64 i = blockIdx.x; i < a.n_block_rows; i += gridDim.x) {
+    const u64 s = a.block_rows[i];
+    const u64 r0 = s << b;
+    const u32 nr = static_cast<u32>(a.rows - r0 < d ? a.rows - r0 : d);
+    const u64 e0 = static_cast<u64>(a.row_ptr[r0]), m = static_cast<u64>(a.row_ptr[r0 + nr]) - e0;
+    bool standard = false;
+    for (u64 k = threadIdx.x; k < m && !standard; k += blockDim.x)
+      standard = !a.cell_coow[(s >> b) * a.grid_cols + ((static_cast<u64>(a.col[e0 + k]) >> b) >> b)];
+    if (__syncthreads_or(standard) && threadIdx.x == 0) atomicAdd(entries, static_cast<unsigned long long>(m));
+  }
+}
+
+template <class V, class I>
+u64 csr_mixed_entries(WorkMemory& w, const CsrBlockArgs<V, I>& a, unsigned long long* counter) {
+  if (a.n_block_rows == 0) return 0;
+  cuda_check(cudaMemsetAsync(counter, 0, sizeof(unsigned long long), w.stream()), "cudaMemsetAsync");
+  const unsigned grid = static_cast<unsigned>(a.n_block_rows < (1u << 20) ? a.n_block_rows : (1u << 20));
+  csr_mixed_entries_kernel<V, I><<<grid, 128, 0, w.stream()>>>(a, counter);
+  w.check_launch("CSR mixed entries kernel");
+  return read_back(w, counter, "read CSR mixed entries");
+}
+
+// The counts fit: within block_sums_shared_limit, and with the kernel's
+// static shared memory within what this device lets a block opt in to.
+template <class V, class I>
+bool block_sums_fit(u64 leaf_cols, u64 grid_cols) {
+  const u64 dynamic = block_sums_shared_bytes(leaf_cols, grid_cols);
+  if (dynamic > block_sums_shared_limit) return false;
+  cudaFuncAttributes attr{};
+  cuda_check(cudaFuncGetAttributes(&attr, csr_block_sums_kernel<V, I>), "cudaFuncGetAttributes(block sums)");
+  return attr.sharedSizeBytes + dynamic <= shared_memory_optin();
 }
 
 template <class V, class I>

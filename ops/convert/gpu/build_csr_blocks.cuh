@@ -283,8 +283,10 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   // block rows, [5] the block kernels' block rows.
   // [6] the leaves of the block rows summed first, [7] those of them never
   // sorted (build_csr_block_sums.cuh).
-  Array<unsigned long long> counters(w, 8);
-  cuda_check(cudaMemsetAsync(counters.get(), 0, 8 * sizeof(unsigned long long), st), "cudaMemsetAsync");
+  // [8] the long block rows' entries, [9] the entries of the block rows
+  // sorted after the sums.
+  Array<unsigned long long> counters(w, 10);
+  cuda_check(cudaMemsetAsync(counters.get(), 0, 10 * sizeof(unsigned long long), st), "cudaMemsetAsync");
   static_assert(std::endian::native == std::endian::little, "the fallback flags are counters[0]'s low half");
   unsigned* fallback = reinterpret_cast<unsigned*>(counters.get());
   const auto falls_back = [](unsigned long long counters0) { return (counters0 & 0xFFFFFFFFull) != 0; };
@@ -312,29 +314,52 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   }
   a.block_rows = block_rows.get();
   a.block_count = block_count;
+  a.long_entries = counters.get() + 8;
   launch_csr_warp_rows<V, I, CsrWarpPass::scout>(w, a);
-  const std::vector<unsigned long long> scouted = read_back_n(w, counters.get(), 6, "read CSR scout counters");
+  const std::vector<unsigned long long> scouted = read_back_n(w, counters.get(), 9, "read CSR scout counters");
   if (falls_back(scouted[0])) return std::nullopt;
   const u64 n_long = scouted[4];
   a.n_block_rows = scouted[5];
-  // Room for the warp kernel's leaves and a leaf per entry of the other block rows.
-  const u64 room = scouted[2] + scouted[3];
   w.phase("CSR rows scouted");
-  Array<u32> count_by_leaf(w, room);
-  k.klo = Array<u64>(w, room);
-  if (k.key_hi) k.khi = Array<u64>(w, room);
-  a.leaf_key_lo = k.klo.get();
-  a.leaf_key_hi = k.key_hi ? k.khi.get() : nullptr;
-  a.leaf_count = count_by_leaf.get();
   // A scattered matrix whose entries lie mostly in the block kernels' block
   // rows (R-MAT) sums those first, per depth-2 block, without their leaves
   // (build_csr_block_sums.cuh), where the counts fit in shared memory.
   const u64 d2 = u64{1} << (2 * b);
   CellSums sums{nullptr, nullptr, counters.get() + 6, (in.cols + d2 - 1) / d2, (in.cols + (u64{1} << b) - 1) >> b};
   const u64 cells = ((in.rows + d2 - 1) / d2) * sums.grid_cols;
-  bool sums_first = options.wide_nodes && L >= 2 && !k.key_hi && a.n_block_rows > 0 && 2 * scouted[3] >= n &&
-                    cells < 0xFFFFFFFFull &&
-                    block_sums_shared_bytes(sums.leaf_cols, sums.grid_cols) <= block_sums_shared_limit;
+  // (scouted[3] - scouted[8]: the block kernels' entries; scouted[2] +
+  // scouted[3]: a bound on the leaves, which the prune needs to outnumber the
+  // blocks: the blocks' sums stay inside the work bound)
+  bool sums_first = options.wide_nodes && L >= 2 && !k.key_hi && a.n_block_rows > 0 &&
+                    2 * (scouted[3] - scouted[8]) >= n && cells <= scouted[2] + scouted[3] &&
+                    cells < 0xFFFFFFFFull && block_sums_fit<V, I>(sums.leaf_cols, sums.grid_cols);
+  // The leaf arrays: room for the warp kernel's leaves and a leaf per entry
+  // of the other block rows; summed first, of the long ones alone, grown once
+  // the rule has said which block rows emit theirs.
+  u64 room = scouted[2] + (sums_first ? scouted[8] : scouted[3]);
+  Array<u32> count_by_leaf(w, room);
+  k.klo = Array<u64>(w, room);
+  if (k.key_hi) k.khi = Array<u64>(w, room);
+  a.leaf_key_lo = k.klo.get();
+  a.leaf_key_hi = k.key_hi ? k.khi.get() : nullptr;
+  a.leaf_count = count_by_leaf.get();
+  // (without k.khi: sums first only where the keys fit in 64 bits)
+  const auto grow_leaf_arrays = [&](u64 need, u64 held) {
+    if (need <= room) return;
+    Array<u32> count2(w, need);
+    Array<u64> klo2(w, need);
+    if (held) {
+      cuda_check(cudaMemcpyAsync(count2.get(), count_by_leaf.get(), held * sizeof(u32), cudaMemcpyDeviceToDevice, st),
+                 "cudaMemcpyAsync");
+      cuda_check(cudaMemcpyAsync(klo2.get(), k.klo.get(), held * sizeof(u64), cudaMemcpyDeviceToDevice, st),
+                 "cudaMemcpyAsync");
+    }
+    count_by_leaf = std::move(count2);
+    k.klo = std::move(klo2);
+    a.leaf_key_lo = k.klo.get();
+    a.leaf_count = count_by_leaf.get();
+    room = need;
+  };
   PresummedCells pre;
   if (sums_first) {
     pre.le = Array<unsigned long long>(w, cells);
@@ -374,6 +399,8 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
       a.cell_coow = coow;
       a.grid_cols = grid_cols;
       a.coow_block_rows = counters.get() + 7;
+      grow_leaf_arrays(k.NL + csr_mixed_entries(w, a, counters.get() + 9), k.NL);
+      pre.count = count_by_leaf.get();
       launch_csr_block_kernels<V, I, false>(w, a);
       const std::vector<unsigned long long> c = read_back_n(w, counters.get(), 8, "read CSR mixed leaves");
       if (falls_back(c[0])) {
@@ -391,6 +418,7 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
       sums_first = false;
       a.cell_coow = nullptr;
       a.coow_block_rows = nullptr;
+      grow_leaf_arrays(scouted[2] + scouted[3], k.NL);
       launch_csr_block_kernels<V, I, false>(w, a);
       counted = read_back_n(w, counters.get(), 2, "read CSR leaf count");
       if (falls_back(counted[0])) return std::nullopt;

@@ -93,6 +93,8 @@ struct CsrBlockArgs {
   const u32* cell_owner = nullptr;
   u64 grid_cols = 0;
   unsigned long long* coow_block_rows = nullptr;
+  // the scout's sum of the long block rows' entries (where counted)
+  unsigned long long* long_entries = nullptr;
 };
 
 // Entry e of the CSR (at `row`, `col`, value v), rank `rank` in leaf t (tree
@@ -199,6 +201,7 @@ __global__ void __launch_bounds__(csr_warp_threads) csr_warp_rows_kernel(CsrBloc
           if (m) atomicAdd(a.totals + 1, static_cast<unsigned long long>(m));
           if (m && !long_row) a.block_rows[atomicAdd(a.block_count, 1ull)] = static_cast<u32>(s);
           if (long_row) {
+            if (a.long_entries) atomicAdd(a.long_entries, static_cast<unsigned long long>(m));
             const unsigned long long j = atomicAdd(a.long_count, 1ull);
             if (j < a.long_cap) a.long_rows[j] = static_cast<u32>(s);
             else atomicOr(a.fallback, 1u);

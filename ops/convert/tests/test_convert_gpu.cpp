@@ -568,15 +568,51 @@ TEST(ConvertGpu, ScatteredBlockRowsSummedFirst) {
     return in_order(c);
   };
   {
-    // d 16: 320 entries a block row over ~300 of 1 250 leaf columns (the
-    // block kernels), ~1.1 entries a leaf: COOW nodes but for the odd block
-    // of very few entries, where the standard node is the smaller (one
-    // block row was sorted in the first run).
+    // d 16: 320 entries a block row over ~300 of 1 024 leaf columns (the
+    // block kernels), ~1.2 entries a leaf, ~80 a depth-2 block, none of them
+    // cut by the matrix's edge: all COOW, and no leaf emitted at all.
+    const auto c = in_order(random_coo<float>(16384, 16384, 330000, rng));
+    const Paths p = paths(c, 16);
+    EXPECT_EQ(p.sorted, 0u);
+    EXPECT_EQ(p.coow, 16384u / 16);
+    check_wide_input("f32 16384^2, 330000 scattered entries, d 16 (summed, never sorted)", c, 16, rng, stream.get());
+  }
+  {
+    // 20 000 columns, a few blocks at the edges hold very few entries and
+    // may be standard: their block rows sorted, the rest summed.
     const auto c = in_order(random_coo<float>(20000, 20000, 400000, rng));
     const Paths p = paths(c, 16);
-    EXPECT_LE(p.sorted, 8u);
+    EXPECT_LE(p.sorted, 80u);
     EXPECT_EQ(p.sorted + p.coow, (20000u + 15) / 16);
-    check_wide_input("f32 20000^2, 400000 scattered entries, d 16 (summed, never sorted)", c, 16, rng, stream.get());
+    check_wide_input("f32 20000^2, 400000 scattered entries, d 16", c, 16, rng, stream.get());
+  }
+  {
+    // Block rows of 18 leaves of 128 entries each, spread over 1 250 leaf
+    // columns: summed first, but the prune does not apply (over 8 entries
+    // a leaf), so their leaves are emitted after all.
+    Coo<double> c;
+    c.rows = 2000;
+    c.cols = 20000;
+    for (index_t r = 0; r < c.rows; ++r)
+      for (index_t q = 0; q < 18; ++q)
+        for (index_t k = 0; k < 8; ++k)
+          c.push(r, (((r / 16) * 7 + q * 69) % 1250) * 16 + 2 * k, random_value<double>(rng));
+    c = in_order(c);
+    const Paths p = paths(c, 16);
+    EXPECT_EQ(p.sorted, 125u);
+    EXPECT_EQ(p.coow, 0u);
+    check_input("f64 2000 x 20000, 18 leaves of 128 entries a block row (summed, then sorted)", c, {16, true}, rng,
+                stream.get());
+  }
+  {
+    // Tall and nearly empty at d 4 (as many rows as the CSR path takes:
+    // a block row per entry and 4096 more): ~190 M depth-2 blocks for
+    // 200 000 entries, whose sums would break the work bound, so no sums.
+    Coo<float> c = in_order(random_coo<float>(5000 * 4, 60000, 200000, rng));
+    c.rows = 4 * (static_cast<index_t>(c.nnz()) + 4096);
+    EXPECT_EQ(paths(c, 4).coow, 0u);
+    check_input("f32 ~816000 x 60000, 200000 entries in the first 20000 rows, d 4", c, {4, true}, rng,
+                stream.get());
   }
   {
     const auto c = with_band(random_coo<double>(20000, 20000, 400000, rng), 2000, 8);
