@@ -1,5 +1,5 @@
 #pragma once
-// The CSR path's third kind of block row (build_csr_blocks.cuh runs it): one
+// The CSR path's third kind of block row (build_csr.cuh runs it): one
 // that neither a warp (over 512 leaf columns) nor a thread block (over
 // csr_block_capacity entries) takes: a circuit's dense row, which meets every
 // leaf column. Before, one such block row sent the whole matrix to the general

@@ -1,5 +1,5 @@
 #pragma once
-// The CSR path's fast case (build_csr_blocks.cuh runs it first): a warp per
+// The CSR path's fast case (build_csr.cuh runs it first): a warp per
 // block row whose entries fall in at most 512 leaf columns (a banded matrix's
 // block row touches three), with no sort and no block barrier.
 //
@@ -72,13 +72,13 @@ struct CsrBlockArgs {
   u32* long_rows;
   unsigned long long* long_count;
   u64 long_cap;
-  // pass 2 where the skeleton has COOW nodes (build_csr_blocks.cuh's
+  // pass 2 where the skeleton has COOW nodes (build_csr.cuh's
   // CsrWideEntries, by CSR index): null otherwise
   const u32* leaf_parent = nullptr;
   u32* wide_owner = nullptr;
   u32* wide_key = nullptr;
   // the scout's leaf counts, csr_warp_leaves per block row (where the caller
-  // affords them: build_csr_blocks.cuh); null otherwise
+  // affords them: build_csr.cuh); null otherwise
   u32* seg_counts = nullptr;
   // the scout's list of the block kernels' block rows (their count read back
   // into n_block_rows): the block kernels launch for those alone

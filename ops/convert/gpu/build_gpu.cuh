@@ -2,7 +2,7 @@
 // The GPU build: device CSR/COO -> node pool, by the host builder's rules and
 // with its bytes (formats/src/builder.cpp is the specification).
 //
-// A CSR with sorted rows takes its own path (build_csr_blocks.cuh) without a
+// A CSR with sorted rows takes its own path (build_csr.cuh) without a
 // global sort; everything else (COO, unsorted rows, duplicates) this one:
 // 1. Sort the entries by (leaf block row, leaf block column, row, column):
 //    one radix sort over the key bits in use (two when the key passes 64

@@ -1,6 +1,6 @@
 // Entry points of GPU conversion (hisparse/ops/convert_gpu.hpp): argument
 // checks, the work-memory check, and the instantiations.
-#include "build_csr_blocks.cuh"
+#include "build_csr.cuh"
 #include "build_gpu.cuh"
 #include "extract_gpu.cuh"
 
