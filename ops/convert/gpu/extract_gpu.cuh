@@ -20,6 +20,7 @@
 #include <string>
 
 #include "extract_kernels.cuh"
+#include "extract_row_tasks.cuh"
 #include "extract_rows.cuh"
 #include "hisparse/ops/convert_gpu.hpp"
 #include "work_memory.cuh"
