@@ -144,18 +144,23 @@ __global__ void prune_slot_linv_kernel(const u32* slot_new, const u32* linv, u64
     slot_linv[s] = linv[slot_new[s]];
 }
 
-// The depth-2 grid (grid_rows, grid_cols) where the prune applies (at most
-// 8 entries a leaf, no more blocks than leaves); nothing otherwise.
+// The grid of depth-2 blocks (d² × d² cells each) over rows × cols:
+// (grid_rows, grid_cols).
+inline std::pair<u64, u64> depth2_grid(u64 rows, u64 cols, u32 b) {
+  const u64 d2 = u64{1} << (2 * b);
+  return {(rows + d2 - 1) / d2, (cols + d2 - 1) / d2};
+}
+
+// The depth-2 grid where the prune applies (at most 8 entries a leaf, no more
+// blocks than leaves); nothing otherwise.
 inline std::optional<std::pair<u64, u64>> prune_grid(const Skeleton& k, const Shape& shape,
                                                      const BuildOptions& options, u64 entries, u64 leaves) {
   if (!options.wide_nodes || k.L < 2 || k.key_hi || leaves == 0 || entries > prune_entries_per_leaf * leaves)
     return std::nullopt;
-  const u64 d2 = u64{1} << (2 * k.b);
-  const u64 grid_rows = (static_cast<u64>(shape.rows) + d2 - 1) / d2;
-  const u64 grid_cols = (static_cast<u64>(shape.cols) + d2 - 1) / d2;
-  const u64 cells = grid_rows * grid_cols;
+  const auto grid = depth2_grid(static_cast<u64>(shape.rows), static_cast<u64>(shape.cols), k.b);
+  const u64 cells = grid.first * grid.second;
   if (cells > leaves || cells >= 0xFFFFFFFFull) return std::nullopt;
-  return std::pair{grid_rows, grid_cols};
+  return grid;
 }
 
 // Sorts and chooses the leaves as sort_leaves + choose_leaves do, with COOW

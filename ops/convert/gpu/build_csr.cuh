@@ -133,9 +133,9 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   // A scattered matrix whose entries lie mostly in the block kernels' block
   // rows (R-MAT) sums those first, per depth-2 block, without their leaves
   // (build_csr_block_sums.cuh), where the counts fit in shared memory.
-  const u64 d2 = u64{1} << (2 * b);
-  CellSums sums{nullptr, nullptr, counters.get() + 6, (in.cols + d2 - 1) / d2, (in.cols + (u64{1} << b) - 1) >> b};
-  const u64 cells = ((in.rows + d2 - 1) / d2) * sums.grid_cols;
+  const auto [grid_rows, grid_cols] = depth2_grid(in.rows, in.cols, b);
+  CellSums sums{nullptr, nullptr, counters.get() + 6, grid_cols, (in.cols + (u64{1} << b) - 1) >> b};
+  const u64 cells = grid_rows * grid_cols;
   // (scouted[3] - scouted[8]: the block kernels' entries; scouted[2] +
   // scouted[3]: a bound on the leaves, which the prune needs to outnumber the
   // blocks: the blocks' sums stay inside the work bound)
@@ -204,7 +204,7 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
     pre.leaves = counted[6];
     // Once the rule has run: the leaves of the block rows with an entry under
     // a standard node (the others are counted and skipped).
-    pre.emit = [&](const u32* coow, u64 grid_cols) -> std::optional<u64> {
+    pre.emit = [&](const u32* coow, u64 /* the prune's grid_cols: this grid's */) -> std::optional<u64> {
       a.cell_coow = coow;
       a.grid_cols = grid_cols;
       a.coow_block_rows = counters.get() + 7;

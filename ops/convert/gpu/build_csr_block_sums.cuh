@@ -128,7 +128,7 @@ __global__ void csr_mixed_entries_kernel(CsrBlockArgs<V, I> a, unsigned long lon
     const u64 e0 = static_cast<u64>(a.row_ptr[r0]), m = static_cast<u64>(a.row_ptr[r0 + nr]) - e0;
     bool standard = false;
     for (u64 k = threadIdx.x; k < m && !standard; k += blockDim.x)
-      standard = !a.cell_coow[(s >> b) * a.grid_cols + ((static_cast<u64>(a.col[e0 + k]) >> b) >> b)];
+      standard = under_standard_node(a, s, static_cast<u64>(a.col[e0 + k]) >> b);
     if (__syncthreads_or(standard) && threadIdx.x == 0) atomicAdd(entries, static_cast<unsigned long long>(m));
   }
 }

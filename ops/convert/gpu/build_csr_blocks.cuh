@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(csr_block_threads) csr_block_rows_kernel(CsrBl
       bool standard = false;
       if (a.cell_coow)
         for (u32 x = 0; x < X; ++x)
-          standard |= threadIdx.x * X + x < m && !a.cell_coow[(s >> b) * a.grid_cols + (c64[x] >> b)];
+          standard |= threadIdx.x * X + x < m && under_standard_node(a, s, c64[x]);
       if (a.cell_coow && !__syncthreads_or(standard)) {
         if (Fill) {
           const u64 mm = (u64{1} << (2 * b)) - 1;
@@ -99,7 +99,7 @@ __global__ void __launch_bounds__(csr_block_threads) csr_block_rows_kernel(CsrBl
             const u32 k = threadIdx.x * X + x;
             if (k >= m) continue;
             const u64 e = e0 + k;
-            a.wide_owner[e] = a.cell_owner[(s >> b) * a.grid_cols + (c64[x] >> b)];
+            a.wide_owner[e] = a.cell_owner[block_of(a, s, c64[x])];
             a.wide_key[e] = (static_cast<u32>(((s << b) | rl[x]) & mm) << 16) |
                             static_cast<u32>(static_cast<u64>(a.col[e]) & mm);
           }

@@ -97,6 +97,20 @@ struct CsrBlockArgs {
   unsigned long long* long_entries = nullptr;
 };
 
+// The depth-2 block (cell_coow, cell_owner) of leaf column lc in block row s.
+template <class V, class I>
+__device__ inline u64 block_of(const CsrBlockArgs<V, I>& a, u64 s, u64 lc) {
+  return (s >> a.b) * a.grid_cols + (lc >> a.b);
+}
+
+// Summed first: whether that block is a standard node's. A block row with
+// such an entry is sorted (the block kernels, csr_mixed_entries_kernel: the
+// same test, so that both passes and the room agree).
+template <class V, class I>
+__device__ inline bool under_standard_node(const CsrBlockArgs<V, I>& a, u64 s, u64 lc) {
+  return !a.cell_coow[block_of(a, s, lc)];
+}
+
 // Entry e of the CSR (at `row`, `col`, value v), rank `rank` in leaf t (tree
 // position; its type, entry count and offset given), into the pool. Where the
 // skeleton has COOW nodes every entry also records its depth-2 node, and one
