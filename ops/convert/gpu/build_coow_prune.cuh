@@ -14,7 +14,7 @@
 // leaves and the stand-ins: the same pool, with the levels over thousands of
 // leaves instead of millions. Pass 2 finds each leaf slot's tree position
 // through slot_linv: a kept leaf's own, or its node's stand-in (a dropped
-// leaf's entries go to wide positions: put_leaf_entry).
+// leaf's entries reach their COOW node by the COOW fill: build_csr.cuh).
 #include <functional>
 #include <optional>
 

@@ -15,10 +15,12 @@
 //
 // A block row too long for a block and too wide for a warp (a dense row)
 // takes the long-row path (build_csr_long_rows.cuh): its runs alone sorted.
-// Where the skeleton has COOW nodes (R-MAT), every path's pass 2 records each
-// entry's depth-2 node (by CSR index) and, under a COOW node, its key there;
-// one stable radix sort by node then lists every COOW node's entries in CSR
-// order, its row-major order (fill_coow_nodes_csr, below). On a
+// Where the skeleton has COOW nodes (R-MAT), their entries are placed last:
+// where the prune decided them per depth-2 block, by their ranks in CSR order
+// within their row band (build_csr_coow_ranks.cuh); otherwise every path's
+// pass 2 records each entry's depth-2 node (by CSR index) and, under a COOW
+// node, its key there, and one stable radix sort by node lists every COOW
+// node's entries in CSR order, its row-major order (fill_coow_nodes_csr, below). On a
 // scattered matrix the COOW nodes are decided before the leaves are sorted,
 // and their leaves leave the skeleton (build_coow_prune.cuh).
 //
@@ -32,6 +34,7 @@
 #include "build_coow_prune.cuh"
 #include "build_csr_block_sums.cuh"
 #include "build_csr_blocks.cuh"
+#include "build_csr_coow_ranks.cuh"
 #include "build_csr_long_rows.cuh"
 #include "build_csr_warps.cuh"
 #include "build_skeleton.cuh"
@@ -242,8 +245,14 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   w.phase("leaves sorted");
   plan_skeleton<V>(w, k, options);
   DeviceBytes pool = allocate_pool<V>(w, k);
+  // COOW nodes whose blocks the prune decided are filled by ranks, without
+  // per-entry arrays (build_csr_coow_ranks.cuh); the others by a sort. (The
+  // skeleton's COOW nodes are exactly the prune's stand-ins: the same rule on
+  // the same sums; should the two ever differ, the sort takes them.)
+  const bool by_ranks = k.coow_nodes && pruned.coow.get() && k.coow_nodes == pruned.stand_ins &&
+                        grid_cols <= coow_rank_bins && 2 * b <= 16;
   CsrWideEntries wide;
-  if (k.coow_nodes) {
+  if (k.coow_nodes && !by_ranks) {
     wide.owner = Array<u32>(w, n);
     wide.key = Array<u32>(w, n);
     a.leaf_parent = k.lv[L - 2].child_parent.get();
@@ -251,7 +260,7 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
     a.wide_key = wide.key.get();
   }
   Array<u32> cell_owner;
-  if (sums_first) {
+  if (sums_first || by_ranks) {
     cell_owner = Array<u32>(w, cells);
     prune_cell_owner_kernel<<<blocks_for(cells), 256, 0, st>>>(pruned.coow.get(), pruned.coow_rank.get(), cells,
                                                                pruned.kept, k.linv.get(),
@@ -269,7 +278,11 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   launch_csr_block_rows<V, I, true>(w, a);
   long_rows_fill(w, a, long_part);
   w.phase("CSR block rows: fill");
-  fill_coow_nodes_csr<V>(w, k, wide, n, in.val, pool.as<std::byte>());
+  if (by_ranks)
+    fill_coow_nodes_by_ranks<V, I>(w, in.row_ptr, in.col, in.val, in.rows, b, grid_rows, grid_cols, cell_owner.get(),
+                                   k.lv[L - 2], k.entry_scan.get(), pool.as<std::byte>());
+  else
+    fill_coow_nodes_csr<V>(w, k, wide, n, in.val, pool.as<std::byte>());
   const NodeRef root = finish_pool<V>(w, k, pool.as<std::byte>(), options);
   if (stats) {
     stats->entries = n;

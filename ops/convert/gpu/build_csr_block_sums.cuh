@@ -14,8 +14,8 @@
 // sorted and no leaf is written. After the rule, only the block rows with an
 // entry under a standard node (a "mixed" block row) take the block kernels'
 // two passes (pass 1 emits their leaves, of which those under COOW nodes
-// give way to stand-ins as before); every other one is written straight to
-// its COOW nodes in pass 2, its entries in CSR order (csr_block_rows_kernel).
+// give way to stand-ins as before); every other one's entries reach their
+// COOW nodes by the COOW fill alone (build_csr_coow_ranks.cuh).
 #include "build_csr_warps.cuh"
 #include "work_memory.cuh"
 

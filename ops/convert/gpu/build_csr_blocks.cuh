@@ -10,8 +10,8 @@
 // Pass 1 emits the leaves (tree key, entry count); pass 2 repeats the block
 // sort and writes every entry straight into its leaf. Where the block rows
 // were summed first (build_csr_block_sums.cuh), a block row with no entry
-// under a standard node is skipped by pass 1 and written straight to its COOW
-// nodes by pass 2.
+// under a standard node is skipped by pass 1, and by pass 2 too where the
+// COOW nodes are filled by ranks (build_csr_coow_ranks.cuh).
 #include <cub/block/block_discontinuity.cuh>
 #include <cub/block/block_radix_sort.cuh>
 #include <cub/block/block_reduce.cuh>
@@ -87,13 +87,14 @@ __global__ void __launch_bounds__(csr_block_threads) csr_block_rows_kernel(CsrBl
         cmax = c64[x] > cmax ? c64[x] : cmax;
       }
       // Summed first: a block row with no entry under a standard node is not
-      // sorted; pass 2 writes each entry's COOW node and key in CSR order.
+      // sorted; pass 2 writes each entry's COOW node and key in CSR order
+      // (where the COOW nodes are filled by a sort; by ranks, nothing).
       bool standard = false;
       if (a.cell_coow)
         for (u32 x = 0; x < X; ++x)
           standard |= threadIdx.x * X + x < m && under_standard_node(a, s, c64[x]);
       if (a.cell_coow && !__syncthreads_or(standard)) {
-        if (Fill) {
+        if (Fill && a.wide_owner) {  // (filled by ranks otherwise: build_csr_coow_ranks.cuh)
           const u64 mm = (u64{1} << (2 * b)) - 1;
           for (u32 x = 0; x < X; ++x) {
             const u32 k = threadIdx.x * X + x;
@@ -103,7 +104,7 @@ __global__ void __launch_bounds__(csr_block_threads) csr_block_rows_kernel(CsrBl
             a.wide_key[e] = (static_cast<u32>(((s << b) | rl[x]) & mm) << 16) |
                             static_cast<u32>(static_cast<u64>(a.col[e]) & mm);
           }
-        } else if (threadIdx.x == 0) {
+        } else if (!Fill && threadIdx.x == 0) {
           atomicAdd(a.coow_block_rows, 1ull);
         }
       } else {

@@ -72,8 +72,9 @@ struct CsrBlockArgs {
   u32* long_rows;
   unsigned long long* long_count;
   u64 long_cap;
-  // pass 2 where the skeleton has COOW nodes (build_csr.cuh's
-  // CsrWideEntries, by CSR index): null otherwise
+  // pass 2 where the skeleton has COOW nodes filled by a sort (build_csr.cuh's
+  // CsrWideEntries, by CSR index): null otherwise (also where they are filled
+  // by ranks, build_csr_coow_ranks.cuh)
   const u32* leaf_parent = nullptr;
   u32* wide_owner = nullptr;
   u32* wide_key = nullptr;
@@ -113,8 +114,10 @@ __device__ inline bool under_standard_node(const CsrBlockArgs<V, I>& a, u64 s, u
 
 // Entry e of the CSR (at `row`, `col`, value v), rank `rank` in leaf t (tree
 // position; its type, entry count and offset given), into the pool. Where the
-// skeleton has COOW nodes every entry also records its depth-2 node, and one
-// under a COOW node (its leaf dropped) its key there instead.
+// skeleton has COOW nodes filled by a sort, every entry also records its
+// depth-2 node, and one under a COOW node (its leaf dropped) its key there
+// instead; where they are filled by ranks (wide_owner null), such an entry is
+// left to that fill.
 template <class V, class I>
 __device__ inline void put_leaf_entry(const CsrBlockArgs<V, I>& a, u32 t, u32 type, u32 count, u64 off, u32 rank,
                                       u64 row, u64 col, u64 e, V v) {
@@ -126,6 +129,8 @@ __device__ inline void put_leaf_entry(const CsrBlockArgs<V, I>& a, u32 t, u32 ty
       a.wide_key[e] = (static_cast<u32>(row & mm) << 16) | static_cast<u32>(col & mm);
       return;
     }
+  } else if (type == dropped_leaf) {
+    return;  // filled by ranks (build_csr_coow_ranks.cuh)
   }
   write_node_entry<V>(a.pool + a.leaf_base + off, static_cast<NodeType>(type), count, rank, a.b, true,
                       static_cast<u32>(row) & m, static_cast<u32>(col) & m, v);
@@ -266,8 +271,10 @@ __global__ void __launch_bounds__(csr_warp_threads) csr_warp_rows_kernel(CsrBloc
         lane_count = a.lcount[lane_leaf];
         lane_off = a.loff[lane_leaf];
       }
+      // (no dropped leaf either: filled by ranks, wide_owner is null beside COOW nodes)
       direct = leaves_in_lanes && !a.wide_owner &&
-               !__any_sync(full, lane < leaves && lane_type == static_cast<u32>(NodeType::dense));
+               !__any_sync(full, lane < leaves && (lane_type == static_cast<u32>(NodeType::dense) ||
+                                                   lane_type == dropped_leaf));
       if (direct) {
         if (lane < leaves) {
           // Offsets in the pool fit 32 bits (max_pool_bytes).

@@ -525,6 +525,12 @@ TEST(ConvertGpu, CoowDecidedBeforeLeaves) {
   for (int i = 0; i < 80000; ++i) bands.push(high(rng), col(rng), random_value<double>(rng));
   run("empty block rows between two bands, d 4", bands, 4);
   run("250 x 200, 1000 entries, d 16 (a depth-2 root)", random_coo<float>(250, 200, 1000, rng), 16);
+  // The COOW fill by ranks at its widest: 1 000 column bands (d 2, 4 000
+  // columns), and a row band of three chunks (two full rows in one band).
+  auto wide_bands = random_coo<float>(400, 4000, 150000, rng);
+  for (const index_t r : {index_t{5}, index_t{6}})
+    for (index_t c = 0; c < 4000; ++c) wide_bands.push(r, c, random_value<float>(rng));
+  run("400 x 4000, 150000 entries and two full rows, d 2 (1 000 column bands)", wide_bands, 2);
 }
 
 // The block kernels' block rows of a scattered matrix summed per depth-2

@@ -1,0 +1,202 @@
+#pragma once
+// The CSR path's COOW nodes filled by ranks, without a sort (perf-log C27).
+// A COOW node's entries go in row-major order, which is CSR order, and a
+// depth-2 node is one block (row band R, column band C) of d² × d² cells. So
+// inside the CSR range of band R (a contiguous run of entries), the entries
+// of node (R, C) are those whose column lies in band C, and an entry's rank
+// in its node is the number of earlier entries of band R in band C: a stable
+// counting sort by C, segmented by R, with at most grid_cols bins.
+//
+// Each band's entries are cut into chunks of coow_rank_chunk entries. Pass 1
+// counts every chunk's entries per column band (shared memory); one scan of
+// those counts, laid out band by band, column band by column band, chunk by
+// chunk, gives each (chunk, column band) its first rank; pass 2 ranks each
+// entry within its chunk (a warp's entries in order, the warps' counts
+// scanned) and writes it into its COOW node. No per-entry work arrays (the
+// sort took four arrays of a u32 an entry, the build's peak on R-MAT). Taken
+// where the blocks' COOW nodes are known per block (the prune ran:
+// prune_cell_owner_kernel) and grid_cols is at most coow_rank_bins.
+#include "build_kernels.cuh"
+#include "build_skeleton.cuh"
+#include "work_memory.cuh"
+
+namespace hisparse::ops::convert_detail {
+
+inline constexpr u32 coow_rank_threads = 256;
+inline constexpr u32 coow_rank_warps = coow_rank_threads / 32;
+inline constexpr u32 coow_rank_per_warp = 512;  // entries, in groups of 32
+inline constexpr u32 coow_rank_chunk = coow_rank_warps * coow_rank_per_warp;
+inline constexpr u32 coow_rank_bins = 1024;
+
+struct CoowRanks {
+  const u64* band_first;   // per row band: its first CSR entry (grid_rows + 1)
+  const u64* chunk_base;   // per row band: its first chunk (grid_rows + 1)
+  const u32* chunk_band;   // per chunk: its row band
+  u64 chunks, grid_rows, grid_cols;
+  u32* counts;             // per (band, column band, chunk), in that order
+  const u32* owner;        // per block: its COOW node, or ~0
+};
+
+// A band's chunks: band_first from the row pointers, the chunk counts
+// (scanned by the caller into chunk_base).
+template <class I>
+__global__ void coow_band_chunks_kernel(const I* row_ptr, u64 rows, u32 b, u64 grid_rows, u64* band_first,
+                                        u64* chunks) {
+  for (u64 r = blockIdx.x * u64(blockDim.x) + threadIdx.x; r <= grid_rows; r += u64(gridDim.x) * blockDim.x) {
+    const u64 row = r << (2 * b) < rows ? r << (2 * b) : rows;
+    band_first[r] = static_cast<u64>(row_ptr[row]);
+    if (r < grid_rows) {
+      const u64 end = (r + 1) << (2 * b) < rows ? (r + 1) << (2 * b) : rows;
+      const u64 m = static_cast<u64>(row_ptr[end]) - static_cast<u64>(row_ptr[row]);
+      chunks[r] = (m + coow_rank_chunk - 1) / coow_rank_chunk;
+    } else {
+      chunks[r] = 0;
+    }
+  }
+}
+
+__global__ void coow_chunk_bands_kernel(const u64* chunk_base, u64 grid_rows, u32* chunk_band) {
+  for (u64 r = blockIdx.x; r < grid_rows; r += gridDim.x)
+    for (u64 c = chunk_base[r] + threadIdx.x; c < chunk_base[r + 1]; c += blockDim.x) chunk_band[c] = static_cast<u32>(r);
+}
+
+// Chunk q of band R: its entries [lo, hi) and its index j in the band.
+struct CoowChunk {
+  u64 band, j, lo, hi, n_band_chunks;
+};
+
+__device__ inline CoowChunk coow_chunk(const CoowRanks& c, u64 q) {
+  const u64 R = c.chunk_band[q], j = q - c.chunk_base[R];
+  const u64 lo = c.band_first[R] + j * coow_rank_chunk;
+  const u64 hi = lo + coow_rank_chunk < c.band_first[R + 1] ? lo + coow_rank_chunk : c.band_first[R + 1];
+  return {R, j, lo, hi, c.chunk_base[R + 1] - c.chunk_base[R]};
+}
+
+// (band R, column band C, chunk j) -> its place in counts.
+__device__ inline u64 coow_count_index(const CoowRanks& c, const CoowChunk& k, u64 C, u64 j) {
+  return c.chunk_base[k.band] * c.grid_cols + C * k.n_band_chunks + j;
+}
+
+template <class I>
+__global__ void __launch_bounds__(coow_rank_threads) coow_count_kernel(const I* col, u32 b, CoowRanks c) {
+  __shared__ u32 hist[coow_rank_bins];
+  for (u64 q = blockIdx.x; q < c.chunks; q += gridDim.x) {
+    for (u32 i = threadIdx.x; i < c.grid_cols; i += coow_rank_threads) hist[i] = 0;
+    __syncthreads();
+    const CoowChunk k = coow_chunk(c, q);
+    for (u64 e = k.lo + threadIdx.x; e < k.hi; e += coow_rank_threads)
+      atomicAdd(&hist[static_cast<u64>(col[e]) >> (2 * b)], 1u);
+    __syncthreads();
+    for (u32 i = threadIdx.x; i < c.grid_cols; i += coow_rank_threads) c.counts[coow_count_index(c, k, i, k.j)] = hist[i];
+    __syncthreads();
+  }
+}
+
+// counts scanned (exclusive, in place order): (chunk, column band)'s first
+// rank in node (band, column band) is scanned[chunk] - scanned[chunk 0].
+template <class V, class I>
+__global__ void __launch_bounds__(coow_rank_threads)
+    coow_fill_kernel(const I* row_ptr, const I* col, const V* val, u64 rows, u32 b, CoowRanks c, const u32* scanned,
+                     const u32* first_leaf, const u64* entry_scan, const u64* node_offset, u64 base, std::byte* pool) {
+  __shared__ u32 next[coow_rank_warps][coow_rank_bins];  // a warp's next rank per column band
+  const u32 warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const u64 mm = (u64{1} << (2 * b)) - 1;
+  for (u64 q = blockIdx.x; q < c.chunks; q += gridDim.x) {
+    const CoowChunk k = coow_chunk(c, q);
+    const u64 w_lo = k.lo + u64{warp} * coow_rank_per_warp;
+    const u64 w_hi = w_lo + coow_rank_per_warp < k.hi ? w_lo + coow_rank_per_warp : k.hi;
+    for (u32 i = lane; i < c.grid_cols; i += 32) next[warp][i] = 0;
+    __syncwarp();
+    // Each warp counts its entries per column band ...
+    for (u64 g = w_lo; g < w_hi; g += 32) {
+      const u64 e = g + lane;
+      const u32 C = e < w_hi ? static_cast<u32>(static_cast<u64>(col[e]) >> (2 * b)) : 0xFFFFFFFFu;
+      const unsigned same = __match_any_sync(0xFFFFFFFFu, C);
+      if (e < w_hi && lane == static_cast<u32>(__ffs(same) - 1)) next[warp][C] += __popc(same);
+      __syncwarp();
+    }
+    __syncthreads();
+    // ... and the counts become first ranks: the chunk's, then the warps' before.
+    for (u32 C = threadIdx.x; C < c.grid_cols; C += coow_rank_threads) {
+      const u64 at = coow_count_index(c, k, C, k.j);
+      u32 running = scanned[at] - scanned[at - k.j];
+      for (u32 v = 0; v < coow_rank_warps; ++v) {
+        const u32 t = next[v][C];
+        next[v][C] = running;
+        running += t;
+      }
+    }
+    __syncthreads();
+    // Entries in CSR order: a lane's rank is the warp's next rank of its
+    // column band plus its lanes of that band below it.
+    u64 row = 0;
+    if (w_lo < w_hi) {  // the first entry's row, then each lane advances its own
+      u64 lo_r = k.band << (2 * b), hi_r = ((k.band + 1) << (2 * b)) < rows ? (k.band + 1) << (2 * b) : rows;
+      while (hi_r - lo_r > 1) {  // row_ptr[lo_r] <= w_lo < row_ptr[hi_r]
+        const u64 mid = (lo_r + hi_r) / 2;
+        if (static_cast<u64>(row_ptr[mid]) <= w_lo) lo_r = mid; else hi_r = mid;
+      }
+      row = lo_r;
+    }
+    for (u64 g = w_lo; g < w_hi; g += 32) {
+      const u64 e = g + lane;
+      const bool valid = e < w_hi;
+      const u64 cc = valid ? static_cast<u64>(col[e]) : 0;
+      const u32 C = valid ? static_cast<u32>(cc >> (2 * b)) : 0xFFFFFFFFu;
+      const unsigned same = __match_any_sync(0xFFFFFFFFu, C);
+      const u32 below = __popc(same & ((1u << lane) - 1u));
+      const u32 rank = valid ? next[warp][C] + below : 0;
+      __syncwarp();
+      if (valid && lane == static_cast<u32>(__ffs(same) - 1)) next[warp][C] += __popc(same);
+      __syncwarp();
+      if (!valid) continue;
+      while (static_cast<u64>(row_ptr[row + 1]) <= e) ++row;
+      const u32 owner = c.owner[k.band * c.grid_cols + C];
+      if (owner == 0xFFFFFFFFu) continue;  // a standard node: its leaves hold the entry
+      const u32 key = (static_cast<u32>(row & mm) << 16) | static_cast<u32>(cc & mm);
+      put_coow_entry<V>(owner, entry_scan[first_leaf[owner]] + rank, key, val[e], first_leaf, entry_scan,
+                        node_offset, base, pool);
+    }
+    __syncthreads();  // next is reused by the next chunk
+  }
+}
+
+// The whole fill; the skeleton's depth-2 level (v) and entry scan as
+// fill_coow_nodes_csr takes them, owner from prune_cell_owner_kernel.
+template <class V, class I>
+void fill_coow_nodes_by_ranks(WorkMemory& w, const I* row_ptr, const I* col, const V* val, u64 rows, u32 b,
+                              u64 grid_rows, u64 grid_cols, const u32* owner, const Level& v, const u64* entry_scan,
+                              std::byte* pool) {
+  const cudaStream_t st = w.stream();
+  Array<u64> band_first(w, grid_rows + 1), chunk_base(w, grid_rows + 1);
+  {
+    Array<u64> chunks(w, grid_rows + 1);
+    coow_band_chunks_kernel<I><<<blocks_for(grid_rows + 1), 256, 0, st>>>(row_ptr, rows, b, grid_rows,
+                                                                          band_first.get(), chunks.get());
+    w.check_launch("COOW band chunks kernel");
+    exclusive_sum(w, chunks.get(), chunk_base.get(), grid_rows + 1);
+  }
+  const u64 n_chunks = read_back(w, chunk_base.get() + grid_rows, "read COOW chunks");
+  if (n_chunks == 0) {  // (no entries: the CSR path is not taken then)
+    w.phase("COOW fill");
+    return;
+  }
+  Array<u32> chunk_band(w, n_chunks), counts(w, n_chunks * grid_cols), scanned(w, n_chunks * grid_cols);
+  coow_chunk_bands_kernel<<<static_cast<unsigned>(grid_rows < 65535 ? grid_rows : 65535), 256, 0, st>>>(
+      chunk_base.get(), grid_rows, chunk_band.get());
+  w.check_launch("COOW chunk bands kernel");
+  const CoowRanks c{band_first.get(), chunk_base.get(), chunk_band.get(), n_chunks, grid_rows, grid_cols,
+                    counts.get(), owner};
+  const unsigned grid = static_cast<unsigned>(n_chunks < (1u << 20) ? n_chunks : (1u << 20));
+  coow_count_kernel<I><<<grid, coow_rank_threads, 0, st>>>(col, b, c);
+  w.check_launch("COOW count kernel");
+  exclusive_sum(w, counts.get(), scanned.get(), n_chunks * grid_cols);
+  counts.release();
+  coow_fill_kernel<V, I><<<grid, coow_rank_threads, 0, st>>>(row_ptr, col, val, rows, b, c, scanned.get(),
+                                                             v.first_leaf.get(), entry_scan, v.bytes.get(), v.base,
+                                                             pool);
+  w.check_launch("COOW fill by ranks kernel");
+  w.phase("COOW fill");
+}
+
+}  // namespace hisparse::ops::convert_detail
