@@ -42,36 +42,72 @@ struct LongEntry {
   u64 j, row, e;
 };
 
+// A thread block takes long_chunk consecutive entries of the long rows, which
+// meet at most two long block rows (each has more entries than a chunk); their
+// row pointers go to shared memory once, and each entry finds its row there
+// (it used to search the row pointers in global memory, and the long block
+// rows too: two chains of dependent loads an entry; perf-log C28).
+inline constexpr u32 long_chunk = 4096;
+inline constexpr u32 long_chunk_threads = 256;
+static_assert(long_chunk <= csr_block_capacity_entries, "a chunk meets at most two long block rows");
+
+struct LongStage {
+  u64 rp[2][257];  // the row pointers of long block rows j0 and j0 + 1
+  u64 j0;
+  u32 nr[2];
+};
+
+// Stages chunk [i0, i1) (every thread of the block calls it).
 template <class I>
-__device__ inline LongEntry long_entry(const I* row_ptr, u64 rows, u32 b, const u32* list, const u64* first, u64 count,
+__device__ inline void long_stage(const I* row_ptr, u64 rows, u32 b, const u32* list, const u64* first, u64 count,
+                                  u64 i0, u64 i1, LongStage& st) {
+  if (threadIdx.x == 0) {
+    u64 lo = 0, hi = count;  // the long block row j with first[j] <= i0 < first[j + 1]
+    while (hi - lo > 1) {
+      const u64 mid = (lo + hi) / 2;
+      if (first[mid] <= i0) lo = mid; else hi = mid;
+    }
+    st.j0 = lo;
+  }
+  __syncthreads();
+  const u64 d = u64{1} << b;
+  for (u32 side = 0; side < 2; ++side) {
+    const u64 j = st.j0 + side;
+    if (j >= count || (side == 1 && first[j] >= i1)) continue;
+    const u64 r0 = u64{list[j]} << b, nr = rows - r0 < d ? rows - r0 : d;
+    if (threadIdx.x == 0) st.nr[side] = static_cast<u32>(nr);
+    for (u64 k = threadIdx.x; k <= nr; k += blockDim.x) st.rp[side][k] = static_cast<u64>(row_ptr[r0 + k]);
+  }
+  __syncthreads();
+}
+
+__device__ inline LongEntry long_entry(const LongStage& st, u32 b, const u32* list, const u64* first, u64 count,
                                        u64 i) {
-  u64 lo = 0, hi = count;  // the long block row j with first[j] <= i < first[j + 1]
-  while (hi - lo > 1) {
-    const u64 mid = (lo + hi) / 2;
-    if (first[mid] <= i) lo = mid; else hi = mid;
-  }
-  const u64 r0 = u64{list[lo]} << b, r_end = r0 + (u64{1} << b) < rows ? r0 + (u64{1} << b) : rows;
-  const u64 e = static_cast<u64>(row_ptr[r0]) + (i - first[lo]);
-  u64 a = r0, z = r_end;  // its row: row_ptr[a] <= e < row_ptr[a + 1] (the last such: empty rows skipped)
-  while (z - a > 1) {
-    const u64 mid = (a + z) / 2;
-    if (static_cast<u64>(row_ptr[mid]) <= e) a = mid; else z = mid;
-  }
-  return {lo, a, e};
+  const u32 side = st.j0 + 1 < count && i >= first[st.j0 + 1] ? 1u : 0u;
+  const u64 j = st.j0 + side;
+  const u64 e = st.rp[side][0] + (i - first[j]);
+  return {j, (u64{list[j]} << b) + row_of(st.rp[side], st.nr[side], e), e};
 }
 
 // head[i] = 1 where entry i starts a run (a row's first entry, or a leaf
 // column other than its predecessor's); *bad where a row is unsorted,
 // repeats a column or leaves the matrix.
 template <class I>
-__global__ void long_run_heads_kernel(const I* row_ptr, const I* col, u64 rows, u64 cols, u32 b, const u32* list,
-                                      const u64* first, u64 count, u64 entries, u32* head, unsigned* bad) {
-  for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i < entries; i += u64(gridDim.x) * blockDim.x) {
-    const LongEntry x = long_entry(row_ptr, rows, b, list, first, count, i);
-    const I c = col[x.e];
-    const bool row_first = x.e == static_cast<u64>(row_ptr[x.row]);
-    if (!index_ok(c, cols) || (!row_first && !(col[x.e - 1] < c))) atomicOr(bad, 4u);
-    head[i] = (row_first || (static_cast<u64>(col[x.e - 1]) >> b) != (static_cast<u64>(c) >> b)) ? 1u : 0u;
+__global__ void __launch_bounds__(long_chunk_threads)
+    long_run_heads_kernel(const I* row_ptr, const I* col, u64 rows, u64 cols, u32 b, const u32* list,
+                          const u64* first, u64 count, u64 entries, u32* head, unsigned* bad) {
+  __shared__ LongStage st;
+  for (u64 i0 = blockIdx.x * u64{long_chunk}; i0 < entries; i0 += u64(gridDim.x) * long_chunk) {
+    const u64 i1 = i0 + long_chunk < entries ? i0 + long_chunk : entries;
+    long_stage(row_ptr, rows, b, list, first, count, i0, i1, st);
+    for (u64 i = i0 + threadIdx.x; i < i1; i += long_chunk_threads) {
+      const LongEntry x = long_entry(st, b, list, first, count, i);
+      const I c = col[x.e];
+      const bool row_first = x.e == static_cast<u64>(row_ptr[x.row]);
+      if (!index_ok(c, cols) || (!row_first && !(col[x.e - 1] < c))) atomicOr(bad, 4u);
+      head[i] = (row_first || (static_cast<u64>(col[x.e - 1]) >> b) != (static_cast<u64>(c) >> b)) ? 1u : 0u;
+    }
+    __syncthreads();  // st is restaged for the next chunk
   }
 }
 
@@ -79,19 +115,32 @@ __global__ void long_run_heads_kernel(const I* row_ptr, const I* col, u64 rows, 
 // (long block row, leaf column, row in the block row), its first entry and
 // its CSR index; run_first[runs] = entries.
 template <class I>
-__global__ void long_runs_kernel(const I* row_ptr, const I* col, u64 rows, u32 b, u32 col_bits, const u32* list,
-                                 const u64* first, u64 count, u64 entries, const u32* head, const u32* run_of,
-                                 u64* run_key, u32* run_first, u32* run_e) {
+__global__ void __launch_bounds__(long_chunk_threads)
+    long_runs_kernel(const I* row_ptr, const I* col, u64 rows, u32 b, u32 col_bits, const u32* list,
+                     const u64* first, u64 count, u64 entries, const u32* head, const u32* run_of, u64* run_key,
+                     u32* run_first, u32* run_e) {
+  __shared__ LongStage st;
   const u64 m = (u64{1} << b) - 1;
-  for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i < entries; i += u64(gridDim.x) * blockDim.x) {
-    if (i == entries - 1) run_first[run_of[i]] = static_cast<u32>(entries);
-    if (!head[i]) continue;
-    const LongEntry x = long_entry(row_ptr, rows, b, list, first, count, i);
-    const u64 lc = static_cast<u64>(col[x.e]) >> b, r = run_of[i] - 1;
-    run_key[r] = (x.j << (col_bits + b)) | (lc << b) | (x.row & m);
-    run_first[r] = static_cast<u32>(i);
-    run_e[r] = static_cast<u32>(x.e);
+  for (u64 i0 = blockIdx.x * u64{long_chunk}; i0 < entries; i0 += u64(gridDim.x) * long_chunk) {
+    const u64 i1 = i0 + long_chunk < entries ? i0 + long_chunk : entries;
+    long_stage(row_ptr, rows, b, list, first, count, i0, i1, st);
+    for (u64 i = i0 + threadIdx.x; i < i1; i += long_chunk_threads) {
+      if (i == entries - 1) run_first[run_of[i]] = static_cast<u32>(entries);
+      if (!head[i]) continue;
+      const LongEntry x = long_entry(st, b, list, first, count, i);
+      const u64 lc = static_cast<u64>(col[x.e]) >> b, r = run_of[i] - 1;
+      run_key[r] = (x.j << (col_bits + b)) | (lc << b) | (x.row & m);
+      run_first[r] = static_cast<u32>(i);
+      run_e[r] = static_cast<u32>(x.e);
+    }
+    __syncthreads();
   }
+}
+
+// Grid of the two kernels above: a block per chunk, at most 2^20.
+inline unsigned long_chunk_blocks(u64 entries) {
+  const u64 chunks = (entries + long_chunk - 1) / long_chunk;
+  return static_cast<unsigned>(chunks < (1u << 20) ? (chunks ? chunks : 1) : (1u << 20));
 }
 
 // Per sorted run k (ridx: its index before the sort): its length, and 1 where
@@ -192,9 +241,9 @@ bool long_rows_leaves(WorkMemory& w, const CsrBlockArgs<V, I>& a, const u32* lis
   std::vector<unsigned long long> got;
   {
     Array<u32> head(w, n);
-    long_run_heads_kernel<I><<<blocks_for(n), 256, 0, st>>>(a.row_ptr, a.col, a.rows, a.cols, b, list, first.get(),
-                                                            count, n, head.get(),
-                                                            reinterpret_cast<unsigned*>(found.get()));
+    long_run_heads_kernel<I><<<long_chunk_blocks(n), long_chunk_threads, 0, st>>>(
+        a.row_ptr, a.col, a.rows, a.cols, b, list, first.get(), count, n, head.get(),
+        reinterpret_cast<unsigned*>(found.get()));
     w.check_launch("long-row run heads kernel");
     inclusive_sum(w, head.get(), out.run_of.get(), n);
     static_assert(std::endian::native == std::endian::little, "the run count lands in found[1]'s low half");
@@ -206,9 +255,9 @@ bool long_rows_leaves(WorkMemory& w, const CsrBlockArgs<V, I>& a, const u32* lis
     out.run_key = Array<u64>(w, out.runs);
     out.run_first = Array<u32>(w, out.runs + 1);
     out.run_e = Array<u32>(w, out.runs);
-    long_runs_kernel<I><<<blocks_for(n), 256, 0, st>>>(a.row_ptr, a.col, a.rows, b, col_bits, list, first.get(), count,
-                                                       n, head.get(), out.run_of.get(), out.run_key.get(),
-                                                       out.run_first.get(), out.run_e.get());
+    long_runs_kernel<I><<<long_chunk_blocks(n), long_chunk_threads, 0, st>>>(
+        a.row_ptr, a.col, a.rows, b, col_bits, list, first.get(), count, n, head.get(), out.run_of.get(),
+        out.run_key.get(), out.run_first.get(), out.run_e.get());
     w.check_launch("long-row runs kernel");
   }
   first.release();
