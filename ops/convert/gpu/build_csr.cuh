@@ -250,7 +250,7 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   // skeleton's COOW nodes are exactly the prune's stand-ins: the same rule on
   // the same sums; should the two ever differ, the sort takes them.)
   const bool by_ranks = k.coow_nodes && pruned.coow.get() && k.coow_nodes == pruned.stand_ins &&
-                        grid_cols <= coow_rank_bins && 2 * b <= 16;
+                        grid_cols <= coow_rank_bins && 2 * b <= 16 && coow_fill_fits<V, I>(grid_cols);
   CsrWideEntries wide;
   if (k.coow_nodes && !by_ranks) {
     wide.owner = Array<u32>(w, n);

@@ -12,7 +12,9 @@
 // those counts, laid out band by band, column band by column band, chunk by
 // chunk, gives each (chunk, column band) its first rank; pass 2 ranks each
 // entry within its chunk (a warp's entries in order, the warps' counts
-// scanned) and writes it into its COOW node. No per-entry work arrays (the
+// scanned), stages the chunk in shared memory in column-band order and
+// writes it out to its COOW nodes, a node's entries by consecutive threads
+// (perf-log C29). No per-entry work arrays (the
 // sort took four arrays of a u32 an entry, the build's peak on R-MAT). Taken
 // where the blocks' COOW nodes are known per block (the prune ran:
 // prune_cell_owner_kernel) and grid_cols is at most coow_rank_bins.
@@ -24,9 +26,11 @@ namespace hisparse::ops::convert_detail {
 
 inline constexpr u32 coow_rank_threads = 256;
 inline constexpr u32 coow_rank_warps = coow_rank_threads / 32;
-inline constexpr u32 coow_rank_per_warp = 512;  // entries, in groups of 32
+inline constexpr u32 coow_rank_per_warp = 256;  // entries, in groups of 32
 inline constexpr u32 coow_rank_chunk = coow_rank_warps * coow_rank_per_warp;
 inline constexpr u32 coow_rank_bins = 1024;
+static_assert(coow_rank_chunk <= 0xFFFF && coow_rank_bins <= 0x10000, "staged positions and bands are 16-bit");
+static_assert(coow_rank_bins % coow_rank_threads == 0, "the scan gives each thread the same number of bands");
 
 struct CoowRanks {
   const u64* band_first;   // per row band: its first CSR entry (grid_rows + 1)
@@ -92,43 +96,106 @@ __global__ void __launch_bounds__(coow_rank_threads) coow_count_kernel(const I* 
   }
 }
 
-// counts scanned (exclusive, in place order): (chunk, column band)'s first
+// The fill's shared memory: per column band, the warps' next positions
+// (u16), its node's byte offset in the pool, its value offset and the rank
+// base; per entry of the chunk, its staged value, coordinate and column band.
+template <class V>
+constexpr u64 coow_fill_shared_bytes(u64 grid_cols) {
+  return grid_cols * (sizeof(u64) + 2 * sizeof(u32) + coow_rank_warps * sizeof(std::uint16_t)) +
+         coow_rank_chunk * (sizeof(V) + sizeof(u32) + sizeof(std::uint16_t));
+}
+
+// counts scanned (exclusive, in that order): (chunk, column band)'s first
 // rank in node (band, column band) is scanned[chunk] - scanned[chunk 0].
+// A chunk's entries are first staged in shared memory sorted by column band
+// (a stable counting sort: the warps' counts scanned over the bands), then
+// written out in that order, so that consecutive threads write consecutive
+// coordinates and values of one node (perf-log C29). Writing each entry
+// straight from its place in CSR order sent every lane of a store to another
+// node: a sector written per 2-8 bytes.
 template <class V, class I>
 __global__ void __launch_bounds__(coow_rank_threads)
     coow_fill_kernel(const I* row_ptr, const I* col, const V* val, u64 rows, u32 b, CoowRanks c, const u32* scanned,
                      const u32* first_leaf, const u64* entry_scan, const u64* node_offset, u64 base, std::byte* pool) {
-  __shared__ u32 next[coow_rank_warps][coow_rank_bins];  // a warp's next rank per column band
+  extern __shared__ __align__(16) std::byte shared[];
+  __shared__ u32 warp_sums[coow_rank_warps];
+  const u64 G = c.grid_cols;
+  u64* node = reinterpret_cast<u64*>(shared);  // per column band: its COOW node's offset in the pool, or ~0
+  V* staged_val = reinterpret_cast<V*>(node + G);
+  u32* staged_coord = reinterpret_cast<u32*>(staged_val + coow_rank_chunk);
+  u32* value_at = staged_coord + coow_rank_chunk;  // per column band: the node's value offset
+  u32* rank_base = value_at + G;                   // staged position p of band C: rank p + rank_base[C] in its node
+  auto* next = reinterpret_cast<std::uint16_t*>(rank_base + G);  // [warp * G + C]: the warp's next position
+  std::uint16_t* staged_band = next + coow_rank_warps * G;
   const u32 warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const u64 mm = (u64{1} << (2 * b)) - 1;
+  // A thread's column bands for the scan: a contiguous range of at most
+  // coow_rank_bins / coow_rank_threads.
+  constexpr u32 per_thread = coow_rank_bins / coow_rank_threads;
+  const u32 per = static_cast<u32>((G + coow_rank_threads - 1) / coow_rank_threads);
+  const u32 c_lo = threadIdx.x * per < G ? threadIdx.x * per : static_cast<u32>(G);
+  const u32 c_hi = c_lo + per < G ? c_lo + per : static_cast<u32>(G);
   for (u64 q = blockIdx.x; q < c.chunks; q += gridDim.x) {
     const CoowChunk k = coow_chunk(c, q);
     const u64 w_lo = k.lo + u64{warp} * coow_rank_per_warp;
     const u64 w_hi = w_lo + coow_rank_per_warp < k.hi ? w_lo + coow_rank_per_warp : k.hi;
-    for (u32 i = lane; i < c.grid_cols; i += 32) next[warp][i] = 0;
+    for (u32 i = lane; i < G; i += 32) next[warp * G + i] = 0;
     __syncwarp();
     // Each warp counts its entries per column band ...
     for (u64 g = w_lo; g < w_hi; g += 32) {
       const u64 e = g + lane;
       const u32 C = e < w_hi ? static_cast<u32>(static_cast<u64>(col[e]) >> (2 * b)) : 0xFFFFFFFFu;
       const unsigned same = __match_any_sync(0xFFFFFFFFu, C);
-      if (e < w_hi && lane == static_cast<u32>(__ffs(same) - 1)) next[warp][C] += __popc(same);
+      if (e < w_hi && lane == static_cast<u32>(__ffs(same) - 1)) next[warp * G + C] += __popc(same);
       __syncwarp();
     }
     __syncthreads();
-    // ... and the counts become first ranks: the chunk's, then the warps' before.
-    for (u32 C = threadIdx.x; C < c.grid_cols; C += coow_rank_threads) {
-      const u64 at = coow_count_index(c, k, C, k.j);
-      u32 running = scanned[at] - scanned[at - k.j];
+    // ... the counts become the warps' first positions in the chunk sorted
+    // by column band: the bands before (a block scan), then the warps before.
+    u32 total[per_thread];
+    u32 mine = 0;
+    for (u32 i = 0; i < per_thread; ++i) {
+      total[i] = 0;
+      const u32 C = c_lo + i;
+      if (C >= c_hi) continue;
       for (u32 v = 0; v < coow_rank_warps; ++v) {
-        const u32 t = next[v][C];
-        next[v][C] = running;
-        running += t;
+        const u32 t = next[v * G + C];
+        next[v * G + C] = static_cast<std::uint16_t>(total[i]);
+        total[i] += t;
       }
+      mine += total[i];
+    }
+    u32 incl = mine;
+    for (u32 d = 1; d < 32; d *= 2) {
+      const u32 t = __shfl_up_sync(0xFFFFFFFFu, incl, d);
+      if (lane >= d) incl += t;
+    }
+    if (lane == 31) warp_sums[warp] = incl;
+    __syncthreads();
+    u32 start = incl - mine;
+    for (u32 v = 0; v < warp; ++v) start += warp_sums[v];
+    for (u32 i = 0; i < per_thread; ++i) {
+      const u32 C = c_lo + i;
+      if (C >= c_hi) continue;
+      for (u32 v = 0; v < coow_rank_warps; ++v) next[v * G + C] = static_cast<std::uint16_t>(next[v * G + C] + start);
+      const u64 at = coow_count_index(c, k, C, k.j);
+      const u32 first_rank = scanned[at] - scanned[at - k.j];
+      rank_base[C] = first_rank - start;  // (mod 2^32)
+      const u32 owner = c.owner[k.band * G + C];
+      if (owner == 0xFFFFFFFFu || total[i] == 0) {  // a standard node's entries (its leaves hold them), or none
+        node[C] = ~u64{0};
+      } else {
+        const u64 f = entry_scan[first_leaf[owner]];
+        const u32 count = static_cast<u32>(entry_scan[first_leaf[owner + 1]] - f);
+        node[C] = base + node_offset[owner];
+        value_at[C] = coow_layout(count, sizeof(V)).value_offset;
+        if (first_rank == 0) *reinterpret_cast<u32*>(pool + node[C]) = count;
+      }
+      start += total[i];
     }
     __syncthreads();
-    // Entries in CSR order: a lane's rank is the warp's next rank of its
-    // column band plus its lanes of that band below it.
+    // Entries in CSR order, staged at their band's next position plus
+    // their lanes of that band below them.
     u64 row = 0;
     if (w_lo < w_hi) {  // the first entry's row, then each lane advances its own
       u64 lo_r = k.band << (2 * b), hi_r = ((k.band + 1) << (2 * b)) < rows ? (k.band + 1) << (2 * b) : rows;
@@ -145,20 +212,37 @@ __global__ void __launch_bounds__(coow_rank_threads)
       const u32 C = valid ? static_cast<u32>(cc >> (2 * b)) : 0xFFFFFFFFu;
       const unsigned same = __match_any_sync(0xFFFFFFFFu, C);
       const u32 below = __popc(same & ((1u << lane) - 1u));
-      const u32 rank = valid ? next[warp][C] + below : 0;
+      const u32 pos = valid ? next[warp * G + C] + below : 0;
       __syncwarp();
-      if (valid && lane == static_cast<u32>(__ffs(same) - 1)) next[warp][C] += __popc(same);
+      if (valid && lane == static_cast<u32>(__ffs(same) - 1)) next[warp * G + C] += __popc(same);
       __syncwarp();
       if (!valid) continue;
       while (static_cast<u64>(row_ptr[row + 1]) <= e) ++row;
-      const u32 owner = c.owner[k.band * c.grid_cols + C];
-      if (owner == 0xFFFFFFFFu) continue;  // a standard node: its leaves hold the entry
-      const u32 key = (static_cast<u32>(row & mm) << 16) | static_cast<u32>(cc & mm);
-      put_coow_entry<V>(owner, entry_scan[first_leaf[owner]] + rank, key, val[e], first_leaf, entry_scan,
-                        node_offset, base, pool);
+      staged_coord[pos] = (static_cast<u32>(cc & mm) << 16) | static_cast<u32>(row & mm);  // col16 << 16 | row16
+      staged_val[pos] = val[e];
+      staged_band[pos] = static_cast<std::uint16_t>(C);
     }
-    __syncthreads();  // next is reused by the next chunk
+    __syncthreads();
+    // Out in band order: a node's entries of this chunk are consecutive.
+    const u32 n = static_cast<u32>(k.hi - k.lo);
+    for (u32 p = threadIdx.x; p < n; p += coow_rank_threads) {
+      const u32 C = staged_band[p];
+      const u64 at = node[C];
+      if (at == ~u64{0}) continue;
+      const u32 rank = p + rank_base[C];
+      reinterpret_cast<u32*>(pool + at + 8)[rank] = staged_coord[p];
+      reinterpret_cast<V*>(pool + at + value_at[C])[rank] = staged_val[p];
+    }
+    __syncthreads();  // the shared arrays are reused by the next chunk
   }
+}
+
+// The fill's shared memory fits this device (checked where by ranks is chosen).
+template <class V, class I>
+bool coow_fill_fits(u64 grid_cols) {
+  cudaFuncAttributes attr{};
+  cuda_check(cudaFuncGetAttributes(&attr, coow_fill_kernel<V, I>), "cudaFuncGetAttributes(COOW fill)");
+  return attr.sharedSizeBytes + coow_fill_shared_bytes<V>(grid_cols) <= shared_memory_optin();
 }
 
 // The whole fill; the skeleton's depth-2 level (v) and entry scan as
@@ -192,7 +276,11 @@ void fill_coow_nodes_by_ranks(WorkMemory& w, const I* row_ptr, const I* col, con
   w.check_launch("COOW count kernel");
   exclusive_sum(w, counts.get(), scanned.get(), n_chunks * grid_cols);
   counts.release();
-  coow_fill_kernel<V, I><<<grid, coow_rank_threads, 0, st>>>(row_ptr, col, val, rows, b, c, scanned.get(),
+  const u64 shared = coow_fill_shared_bytes<V>(grid_cols);
+  cuda_check(cudaFuncSetAttribute(coow_fill_kernel<V, I>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(shared)),
+             "cudaFuncSetAttribute(COOW fill)");
+  coow_fill_kernel<V, I><<<grid, coow_rank_threads, shared, st>>>(row_ptr, col, val, rows, b, c, scanned.get(),
                                                              v.first_leaf.get(), entry_scan, v.bytes.get(), v.base,
                                                              pool);
   w.check_launch("COOW fill by ranks kernel");
