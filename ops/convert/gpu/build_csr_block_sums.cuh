@@ -35,81 +35,111 @@ struct CellSums {
   u64 grid_cols, leaf_cols;
 };
 
-// Shared memory of the sums kernel: two u64 sums per depth-2 block column,
+// Shared memory of the sums kernel: two u32 sums per depth-2 block column
+// (leaves << 16 | entries, and bytes: a block row's are below 2^16 and 2^32),
 // then a 16-bit count per leaf column.
 inline u64 block_sums_shared_bytes(u64 leaf_cols, u64 grid_cols) {
-  return grid_cols * 2 * sizeof(u64) + (leaf_cols + 1) / 2 * sizeof(u32);
+  return grid_cols * 2 * sizeof(u32) + (leaf_cols + 1) / 2 * sizeof(u32);
 }
 // Up to this much the kernel keeps two blocks a multiprocessor; beyond it the
 // block rows are sorted as before.
 inline constexpr u64 block_sums_shared_limit = u64{100} << 10;
 
+// The per-block-row sums in 32 bits: 64-bit shared atomics are compare-and-
+// swap loops (perf-log C30). entries < 2^16 (the capacity) bounds leaves too,
+// and a leaf takes a few tens of bytes an entry at most: far below 2^32.
+static_assert(csr_block_capacity_entries < (1u << 16), "a cell's leaves and entries share one word");
+
 template <class V, class I>
 __global__ void __launch_bounds__(block_sums_threads) csr_block_sums_kernel(CsrBlockArgs<V, I> a, CellSums c) {
   constexpr u32 T = block_sums_threads;
-  extern __shared__ unsigned long long block_sums_shared[];
-  unsigned long long* cell_le = block_sums_shared;
-  unsigned long long* cell_bytes = cell_le + c.grid_cols;
-  u32* count = reinterpret_cast<u32*>(cell_bytes + c.grid_cols);  // leaf column j: bits 16(j&1).. of word j/2
+  extern __shared__ u32 block_sums_shared[];
+  u32* cell_le = block_sums_shared;           // per block column: leaves << 16 | entries
+  u32* cell_bytes = cell_le + c.grid_cols;    // per block column: the leaves' bytes
+  u32* count = cell_bytes + c.grid_cols;      // leaf column j: bits 16(j&1).. of word j/2
   __shared__ u64 rp[257];
+  __shared__ u32 starts[csr_block_capacity_entries / 32];  // bit k: entry e0 + k starts a row
   const u32 b = a.b, d = 1u << b;
   const u64 words = (c.leaf_cols + 1) / 2;
   for (u64 i = threadIdx.x; i < words; i += T) count[i] = 0;
   for (u64 i = threadIdx.x; i < c.grid_cols; i += T) cell_le[i] = cell_bytes[i] = 0;
+  for (u32 i = threadIdx.x; i < csr_block_capacity_entries / 32; i += T) starts[i] = 0;
   u32 my_leaves = 0;
   __syncthreads();
   for (u64 i = blockIdx.x; i < a.n_block_rows; i += gridDim.x) {
     const u64 s = a.block_rows[i];
     const u64 r0 = s << b;
     const u32 nr = static_cast<u32>(a.rows - r0 < d ? a.rows - r0 : d);
-    for (u32 k = threadIdx.x; k <= nr; k += T) rp[k] = static_cast<u64>(a.row_ptr[r0 + k]);
+    const u64 first = static_cast<u64>(a.row_ptr[r0]);
+    for (u32 k = threadIdx.x; k <= nr; k += T) {
+      const u64 p = static_cast<u64>(a.row_ptr[r0 + k]);
+      rp[k] = p;
+      // A row's first entry as a bit, instead of a search of the row
+      // pointers for each entry (the sortedness check below).
+      if (k < nr && p - first < csr_block_capacity_entries && p < static_cast<u64>(a.row_ptr[r0 + k + 1])) {
+        const u32 at = static_cast<u32>(p - first);
+        atomicOr(&starts[at / 32], 1u << (at % 32));
+      }
+    }
     __syncthreads();
     const u64 e0 = rp[0], m = rp[nr] - e0;
     if (m > csr_block_capacity_entries) {  // (the scout's lists rule it out)
       if (threadIdx.x == 0) atomicOr(a.fallback, 1u);
       return;
     }
-    // Entries strided over the threads (coalesced): bit x of `first` marks
-    // entry threadIdx.x + x·T as its leaf's first.
-    u32 first = 0;
-    bool bad = false;
+    // Entries strided over the threads (coalesced), all loaded before any is
+    // counted: bit x of `first_of` marks entry threadIdx.x + x·T as its
+    // leaf's first.
+    I cv[block_sums_items];
+#pragma unroll
     for (u32 x = 0; x < block_sums_items; ++x) {
       const u64 k = threadIdx.x + u64{x} * T;
-      if (k >= m) break;
-      const u64 e = e0 + k;
-      const I col = a.col[e];
-      if (!index_ok(col, a.cols) || (e > rp[row_of(rp, nr, e)] && !(a.col[e - 1] < col))) {
+      cv[x] = k < m ? a.col[e0 + k] : I(0);
+    }
+    u32 first_of = 0;
+    bool bad = false;
+#pragma unroll
+    for (u32 x = 0; x < block_sums_items; ++x) {
+      const u32 k = threadIdx.x + x * T;
+      if (k >= m) continue;
+      const I col = cv[x];
+      const bool row_start = (starts[k / 32] >> (k % 32)) & 1u;
+      if (!index_ok(col, a.cols) || (!row_start && !(a.col[e0 + k - 1] < col))) {
         bad = true;
         continue;
       }
       const u64 lc = static_cast<u64>(col) >> b;
       const u32 shift = static_cast<u32>(lc & 1) * 16;
       const u32 old = atomicAdd(&count[lc >> 1], 1u << shift);
-      if (((old >> shift) & 0xFFFFu) == 0) first |= 1u << x;
+      if (((old >> shift) & 0xFFFFu) == 0) first_of |= 1u << x;
     }
     if (__syncthreads_or(bad)) {  // the general path words it; nothing here counts any more
       if (threadIdx.x == 0) atomicOr(a.fallback, 2u);
       return;
     }
+#pragma unroll
     for (u32 x = 0; x < block_sums_items; ++x) {
-      if (!((first >> x) & 1u)) continue;
-      const u64 lc = static_cast<u64>(a.col[e0 + threadIdx.x + u64{x} * T]) >> b;
+      if (!((first_of >> x) & 1u)) continue;
+      const u64 lc = static_cast<u64>(cv[x]) >> b;
       const u32 n = (count[lc >> 1] >> (static_cast<u32>(lc & 1) * 16)) & 0xFFFFu;
-      atomicAdd(&cell_le[lc >> b], (1ull << 32) | n);
-      atomicAdd(&cell_bytes[lc >> b], static_cast<unsigned long long>(choose_node(n, b, true, sizeof(V)).bytes));
+      atomicAdd(&cell_le[lc >> b], (1u << 16) | n);
+      atomicAdd(&cell_bytes[lc >> b], static_cast<u32>(choose_node(n, b, true, sizeof(V)).bytes));
       ++my_leaves;
     }
-    __syncthreads();  // every count read: the first entries clear their words for the next block row
+    __syncthreads();  // every count and row bit read: cleared for the next block row
+#pragma unroll
     for (u32 x = 0; x < block_sums_items; ++x)
-      if ((first >> x) & 1u) count[(static_cast<u64>(a.col[e0 + threadIdx.x + u64{x} * T]) >> b) >> 1] = 0;
+      if ((first_of >> x) & 1u) count[(static_cast<u64>(cv[x]) >> b) >> 1] = 0;
+    for (u32 q = threadIdx.x; q < (m + 31) / 32; q += T) starts[q] = 0;
     const u64 cell_row = (s >> b) * c.grid_cols;
     for (u64 cc = threadIdx.x; cc < c.grid_cols; cc += T) {
-      if (cell_le[cc] == 0) continue;
-      atomicAdd(c.le + cell_row + cc, cell_le[cc]);
-      atomicAdd(c.bytes + cell_row + cc, cell_bytes[cc]);
+      const u32 le = cell_le[cc];
+      if (le == 0) continue;
+      atomicAdd(c.le + cell_row + cc, (static_cast<unsigned long long>(le >> 16) << 32) | (le & 0xFFFFu));
+      atomicAdd(c.bytes + cell_row + cc, static_cast<unsigned long long>(cell_bytes[cc]));
       cell_le[cc] = cell_bytes[cc] = 0;
     }
-    __syncthreads();  // rp, the counts and the block sums are reused by the next block row
+    __syncthreads();  // rp, the counts, the row bits and the block sums are reused by the next block row
   }
   const unsigned warp_leaves = __reduce_add_sync(0xFFFFFFFFu, static_cast<unsigned>(my_leaves));
   if (threadIdx.x % 32 == 0 && warp_leaves) atomicAdd(c.leaves, static_cast<unsigned long long>(warp_leaves));

@@ -28,6 +28,7 @@ inline constexpr u32 coow_rank_threads = 256;
 inline constexpr u32 coow_rank_warps = coow_rank_threads / 32;
 inline constexpr u32 coow_rank_per_warp = 256;  // entries, in groups of 32
 inline constexpr u32 coow_rank_chunk = coow_rank_warps * coow_rank_per_warp;
+inline constexpr u32 coow_rank_groups = coow_rank_per_warp / 32;  // a lane's entries
 inline constexpr u32 coow_rank_bins = 1024;
 static_assert(coow_rank_chunk <= 0xFFFF && coow_rank_bins <= 0x10000, "staged positions and bands are 16-bit");
 static_assert(coow_rank_bins % coow_rank_threads == 0, "the scan gives each thread the same number of bands");
@@ -74,6 +75,27 @@ __device__ inline CoowChunk coow_chunk(const CoowRanks& c, u64 q) {
   const u64 lo = c.band_first[R] + j * coow_rank_chunk;
   const u64 hi = lo + coow_rank_chunk < c.band_first[R + 1] ? lo + coow_rank_chunk : c.band_first[R + 1];
   return {R, j, lo, hi, c.chunk_base[R + 1] - c.chunk_base[R]};
+}
+
+// The row r in [lo, hi) with row_ptr[r] <= x < row_ptr[r + 1], given
+// row_ptr[lo] <= x < row_ptr[hi], searched by the whole warp: 31 lanes probe
+// evenly spaced rows and a ballot keeps the gap between the last that is at
+// most x and the first beyond it, so that a band of 2^14 rows takes three
+// rounds of loads instead of fourteen dependent ones. Every lane returns r.
+template <class I>
+__device__ inline u64 warp_row_search(const I* row_ptr, u64 lo, u64 hi, u64 x, u32 lane) {
+  while (hi - lo > 1) {
+    const u64 span = hi - lo;
+    // probe(i) = lo + floor(span (i + 1) / 32) for i < 31: non-decreasing,
+    // below hi, and covering every row of (lo, hi) once span < 32.
+    const u64 p = lo + span * (lane + 1) / 32;
+    const bool at_most = lane < 31 && (p == lo || static_cast<u64>(row_ptr[p]) <= x);
+    const u32 t = static_cast<u32>(__popc(__ballot_sync(0xFFFFFFFFu, at_most)));  // lanes [0, t) hold
+    const u64 new_lo = t ? lo + span * t / 32 : lo;
+    hi = t < 31 ? lo + span * (t + 1) / 32 : hi;
+    lo = new_lo;
+  }
+  return lo;
 }
 
 // (band R, column band C, chunk j) -> its place in counts.
@@ -139,14 +161,29 @@ __global__ void __launch_bounds__(coow_rank_threads)
     const CoowChunk k = coow_chunk(c, q);
     const u64 w_lo = k.lo + u64{warp} * coow_rank_per_warp;
     const u64 w_hi = w_lo + coow_rank_per_warp < k.hi ? w_lo + coow_rank_per_warp : k.hi;
+    // A lane's columns (one a group of 32) loaded at once before the warp
+    // counts them: a load per group, waited on in turn, was the kernel's
+    // largest stall (perf-log C30). Columns fit 32 bits here (at most
+    // coow_rank_bins bands of 2^(2b) <= 2^16 columns).
+    u32 cv[coow_rank_groups];
+#pragma unroll
+    for (u32 g = 0; g < coow_rank_groups; ++g) {
+      const u64 e = w_lo + 32 * g + lane;
+      cv[g] = e < w_hi ? static_cast<u32>(col[e]) : 0u;
+    }
+    // The walk below is rolled (unrolled, it took twice the registers): it
+    // loads each group's column and value a group ahead, the first here.
+    u32 c_next = cv[0];
+    V v_next = w_lo + lane < w_hi ? val[w_lo + lane] : V{};
     for (u32 i = lane; i < G; i += 32) next[warp * G + i] = 0;
     __syncwarp();
     // Each warp counts its entries per column band ...
-    for (u64 g = w_lo; g < w_hi; g += 32) {
-      const u64 e = g + lane;
-      const u32 C = e < w_hi ? static_cast<u32>(static_cast<u64>(col[e]) >> (2 * b)) : 0xFFFFFFFFu;
+#pragma unroll
+    for (u32 g = 0; g < coow_rank_groups; ++g) {
+      const bool valid = w_lo + 32 * g + lane < w_hi;
+      const u32 C = valid ? cv[g] >> (2 * b) : 0xFFFFFFFFu;
       const unsigned same = __match_any_sync(0xFFFFFFFFu, C);
-      if (e < w_hi && lane == static_cast<u32>(__ffs(same) - 1)) next[warp * G + C] += __popc(same);
+      if (valid && lane == static_cast<u32>(__ffs(same) - 1)) next[warp * G + C] += __popc(same);
       __syncwarp();
     }
     __syncthreads();
@@ -196,19 +233,20 @@ __global__ void __launch_bounds__(coow_rank_threads)
     __syncthreads();
     // Entries in CSR order, staged at their band's next position plus
     // their lanes of that band below them.
-    u64 row = 0;
-    if (w_lo < w_hi) {  // the first entry's row, then each lane advances its own
-      u64 lo_r = k.band << (2 * b), hi_r = ((k.band + 1) << (2 * b)) < rows ? (k.band + 1) << (2 * b) : rows;
-      while (hi_r - lo_r > 1) {  // row_ptr[lo_r] <= w_lo < row_ptr[hi_r]
-        const u64 mid = (lo_r + hi_r) / 2;
-        if (static_cast<u64>(row_ptr[mid]) <= w_lo) lo_r = mid; else hi_r = mid;
-      }
-      row = lo_r;
-    }
+    // The first entry's row, then each lane advances its own.
+    const u64 row_lo = k.band << (2 * b);
+    const u64 row_hi = ((k.band + 1) << (2 * b)) < rows ? (k.band + 1) << (2 * b) : rows;
+    u64 row = w_lo < w_hi ? warp_row_search(row_ptr, row_lo, row_hi, w_lo, lane) : 0;
+#pragma unroll 1
     for (u64 g = w_lo; g < w_hi; g += 32) {
       const u64 e = g + lane;
       const bool valid = e < w_hi;
-      const u64 cc = valid ? static_cast<u64>(col[e]) : 0;
+      const u64 cc = c_next;
+      const V v = v_next;
+      if (e + 32 < w_hi) {
+        c_next = static_cast<u32>(col[e + 32]);
+        v_next = val[e + 32];
+      }
       const u32 C = valid ? static_cast<u32>(cc >> (2 * b)) : 0xFFFFFFFFu;
       const unsigned same = __match_any_sync(0xFFFFFFFFu, C);
       const u32 below = __popc(same & ((1u << lane) - 1u));
@@ -219,7 +257,7 @@ __global__ void __launch_bounds__(coow_rank_threads)
       if (!valid) continue;
       while (static_cast<u64>(row_ptr[row + 1]) <= e) ++row;
       staged_coord[pos] = (static_cast<u32>(cc & mm) << 16) | static_cast<u32>(row & mm);  // col16 << 16 | row16
-      staged_val[pos] = val[e];
+      staged_val[pos] = v;
       staged_band[pos] = static_cast<std::uint16_t>(C);
     }
     __syncthreads();
