@@ -248,7 +248,10 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   // COOW nodes whose blocks the prune decided are filled by ranks, without
   // per-entry arrays (build_csr_coow_ranks.cuh); the others by a sort. (The
   // skeleton's COOW nodes are exactly the prune's stand-ins: the same rule on
-  // the same sums; should the two ever differ, the sort takes them.)
+  // the same sums; should the two ever differ, the sort takes them, except
+  // where block rows were summed and never sorted: those send their entries
+  // to the stand-ins' nodes, so the general path takes the matrix.)
+  if (sums_first && k.coow_nodes != pruned.stand_ins) return std::nullopt;
   const bool by_ranks = k.coow_nodes && pruned.coow.get() && k.coow_nodes == pruned.stand_ins &&
                         grid_cols <= coow_rank_bins && 2 * b <= 16 && coow_fill_fits<V, I>(grid_cols);
   CsrWideEntries wide;

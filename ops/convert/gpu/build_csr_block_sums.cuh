@@ -188,9 +188,7 @@ template <class V, class I>
 void launch_csr_block_sums(WorkMemory& w, const CsrBlockArgs<V, I>& a, const CellSums& c) {
   if (a.n_block_rows == 0) return;
   const u64 shared = block_sums_shared_bytes(c.leaf_cols, c.grid_cols);
-  cuda_check(cudaFuncSetAttribute(csr_block_sums_kernel<V, I>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(shared)),
-             "cudaFuncSetAttribute(block sums)");
+  allow_dynamic_shared(csr_block_sums_kernel<V, I>, block_sums_shared_limit, "cudaFuncSetAttribute(block sums)");
   // Persistent blocks: each clears its shared counts once, not once a block row.
   int device = 0, sms = 0, per_sm = 0;
   cuda_check(cudaGetDevice(&device), "cudaGetDevice");

@@ -18,8 +18,11 @@
 // sort took four arrays of a u32 an entry, the build's peak on R-MAT). Taken
 // where the blocks' COOW nodes are known per block (the prune ran:
 // prune_cell_owner_kernel) and grid_cols is at most coow_rank_bins.
+#include <string>
+
 #include "build_kernels.cuh"
 #include "build_skeleton.cuh"
+#include "hisparse/formats/error.hpp"
 #include "work_memory.cuh"
 
 namespace hisparse::ops::convert_detail {
@@ -289,6 +292,9 @@ template <class V, class I>
 void fill_coow_nodes_by_ranks(WorkMemory& w, const I* row_ptr, const I* col, const V* val, u64 rows, u32 b,
                               u64 grid_rows, u64 grid_cols, const u32* owner, const Level& v, const u64* entry_scan,
                               std::byte* pool) {
+  if (grid_cols > coow_rank_bins || 2 * b > 16)  // (the caller's test: more bands would go unscanned)
+    throw Error("internal: the COOW fill by ranks takes at most " + std::to_string(coow_rank_bins) +
+                " column bands of 16-bit coordinates");
   const cudaStream_t st = w.stream();
   Array<u64> band_first(w, grid_rows + 1), chunk_base(w, grid_rows + 1);
   {
@@ -315,9 +321,8 @@ void fill_coow_nodes_by_ranks(WorkMemory& w, const I* row_ptr, const I* col, con
   exclusive_sum(w, counts.get(), scanned.get(), n_chunks * grid_cols);
   counts.release();
   const u64 shared = coow_fill_shared_bytes<V>(grid_cols);
-  cuda_check(cudaFuncSetAttribute(coow_fill_kernel<V, I>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(shared)),
-             "cudaFuncSetAttribute(COOW fill)");
+  allow_dynamic_shared(coow_fill_kernel<V, I>, coow_fill_shared_bytes<V>(coow_rank_bins),
+                       "cudaFuncSetAttribute(COOW fill)");
   coow_fill_kernel<V, I><<<grid, coow_rank_threads, shared, st>>>(row_ptr, col, val, rows, b, c, scanned.get(),
                                                              v.first_leaf.get(), entry_scan, v.bytes.get(), v.base,
                                                              pool);

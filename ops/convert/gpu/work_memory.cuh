@@ -72,6 +72,22 @@ inline std::size_t shared_memory_optin() {
   return static_cast<std::size_t>(bytes);
 }
 
+// Lets `kernel` take up to `most` bytes of dynamic shared memory, capped by
+// what the device grants beside its static shared memory. Callers pass the
+// most the kernel can ever ask for, not one call's size: the attribute is the
+// kernel's, shared by every thread that launches it, so a smaller per-call
+// value could land between another thread's set and its launch.
+template <class Kernel>
+void allow_dynamic_shared(Kernel kernel, std::size_t most, const char* what) {
+  cudaFuncAttributes attr{};
+  cuda_check(cudaFuncGetAttributes(&attr, kernel), what);
+  const std::size_t optin = shared_memory_optin();
+  const std::size_t cap = optin > attr.sharedSizeBytes ? optin - attr.sharedSizeBytes : 0;
+  cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(most < cap ? most : cap)),
+             what);
+}
+
 class WorkMemory {
  public:
   // HISPARSE_CONVERT_LOG set: every phase() synchronises and prints the time
