@@ -25,7 +25,8 @@ inline constexpr u32 block_sums_threads = 256;
 inline constexpr u32 block_sums_items = csr_block_capacity_entries / block_sums_threads;
 static_assert(block_sums_items * block_sums_threads == csr_block_capacity_entries && block_sums_items <= 32,
               "an entry's first-of-its-leaf flag is a bit of one word per thread");
-static_assert(csr_block_capacity_entries < (1u << 16), "a leaf column's count is 16 bits");
+static_assert(csr_block_capacity_entries < (1u << 16),
+              "a leaf column's count is 16 bits, and so are a block's leaves and entries in a block row's sums");
 
 // The depth-2 blocks' sums (prune_sums_kernel's layout) and the leaves summed.
 struct CellSums {
@@ -48,8 +49,6 @@ inline constexpr u64 block_sums_shared_limit = u64{100} << 10;
 // The per-block-row sums in 32 bits: 64-bit shared atomics are compare-and-
 // swap loops (perf-log C30). entries < 2^16 (the capacity) bounds leaves too,
 // and a leaf takes a few tens of bytes an entry at most: far below 2^32.
-static_assert(csr_block_capacity_entries < (1u << 16), "a cell's leaves and entries share one word");
-
 template <class V, class I>
 __global__ void __launch_bounds__(block_sums_threads) csr_block_sums_kernel(CsrBlockArgs<V, I> a, CellSums c) {
   constexpr u32 T = block_sums_threads;
@@ -179,9 +178,7 @@ template <class V, class I>
 bool block_sums_fit(u64 leaf_cols, u64 grid_cols) {
   const u64 dynamic = block_sums_shared_bytes(leaf_cols, grid_cols);
   if (dynamic > block_sums_shared_limit) return false;
-  cudaFuncAttributes attr{};
-  cuda_check(cudaFuncGetAttributes(&attr, csr_block_sums_kernel<V, I>), "cudaFuncGetAttributes(block sums)");
-  return attr.sharedSizeBytes + dynamic <= shared_memory_optin();
+  return dynamic_shared_fits(csr_block_sums_kernel<V, I>, dynamic, "cudaFuncGetAttributes(block sums)");
 }
 
 template <class V, class I>

@@ -281,9 +281,8 @@ __global__ void __launch_bounds__(coow_rank_threads)
 // The fill's shared memory fits this device (checked where by ranks is chosen).
 template <class V, class I>
 bool coow_fill_fits(u64 grid_cols) {
-  cudaFuncAttributes attr{};
-  cuda_check(cudaFuncGetAttributes(&attr, coow_fill_kernel<V, I>), "cudaFuncGetAttributes(COOW fill)");
-  return attr.sharedSizeBytes + coow_fill_shared_bytes<V>(grid_cols) <= shared_memory_optin();
+  return dynamic_shared_fits(coow_fill_kernel<V, I>, coow_fill_shared_bytes<V>(grid_cols),
+                             "cudaFuncGetAttributes(COOW fill)");
 }
 
 // The whole fill; the skeleton's depth-2 level (v) and entry scan as

@@ -145,11 +145,7 @@ bool extract_rows(WorkMemory& w, const DeviceMatrix<V>& a, const Frontier& f, I*
   // device grants it beside the kernel's own (else every entry goes straight).
   auto stage_for = [&](auto kernel) {
     std::size_t stage = row_out ? 0 : std::size_t{extract_stage_bytes<I, Out>()} * warps;
-    if (stage > 0) {
-      cudaFuncAttributes attr{};
-      cuda_check(cudaFuncGetAttributes(&attr, kernel), "cudaFuncGetAttributes(row fill)");
-      if (attr.sharedSizeBytes + stage > shared_memory_optin()) stage = 0;
-    }
+    if (stage > 0 && !dynamic_shared_fits(kernel, stage, "cudaFuncGetAttributes(row fill)")) stage = 0;
     if (stage > 0)
       cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(stage)),
                  "cudaFuncSetAttribute(row fill)");

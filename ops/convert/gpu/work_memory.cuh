@@ -72,6 +72,15 @@ inline std::size_t shared_memory_optin() {
   return static_cast<std::size_t>(bytes);
 }
 
+// Whether `kernel` can take `dynamic` bytes of dynamic shared memory beside
+// its static shared memory on this device.
+template <class Kernel>
+bool dynamic_shared_fits(Kernel kernel, std::size_t dynamic, const char* what) {
+  cudaFuncAttributes attr{};
+  cuda_check(cudaFuncGetAttributes(&attr, kernel), what);
+  return attr.sharedSizeBytes + dynamic <= shared_memory_optin();
+}
+
 // Lets `kernel` take up to `most` bytes of dynamic shared memory, capped by
 // what the device grants beside its static shared memory. Callers pass the
 // most the kernel can ever ask for, not one call's size: the attribute is the
