@@ -95,10 +95,10 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   // block rows, [5] the block kernels' block rows.
   // [6] the leaves of the block rows summed first, [7] those of them never
   // sorted (build_csr_block_sums.cuh).
-  // [8] the long block rows' entries, [9] the entries of the block rows
-  // sorted after the sums.
-  Array<unsigned long long> counters(w, 10);
-  cuda_check(cudaMemsetAsync(counters.get(), 0, 10 * sizeof(unsigned long long), st), "cudaMemsetAsync");
+  // [8] the long block rows' entries, [9, 10] the entries and the number of
+  // the block rows sorted after the sums (csr_mixed_rows).
+  Array<unsigned long long> counters(w, 11);
+  cuda_check(cudaMemsetAsync(counters.get(), 0, 11 * sizeof(unsigned long long), st), "cudaMemsetAsync");
   static_assert(std::endian::native == std::endian::little, "the fallback flags are counters[0]'s low half");
   unsigned* fallback = reinterpret_cast<unsigned*>(counters.get());
   const auto falls_back = [](unsigned long long counters0) { return (counters0 & 0xFFFFFFFFull) != 0; };
@@ -203,23 +203,33 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   CoowPrune pruned;
   bool was_pruned = false;
   bool bad_late = false;
+  // The block rows with an entry under a standard node, listed once the rule
+  // has run: the block kernels' passes launch for these alone.
+  Array<u32> mixed_rows;
+  u64 n_mixed = 0;
+  const auto only_mixed = [&](CsrBlockArgs<V, I> m) {
+    m.block_rows = mixed_rows.get();
+    m.n_block_rows = n_mixed;
+    return m;
+  };
   if (sums_first) {
     pre.leaves = counted[6];
-    // Once the rule has run: the leaves of the block rows with an entry under
-    // a standard node (the others are counted and skipped).
+    mixed_rows = Array<u32>(w, a.n_block_rows);
+    // Once the rule has run: the leaves of the mixed block rows.
     pre.emit = [&](const u32* coow, u64 /* the prune's grid_cols: this grid's */) -> std::optional<u64> {
       a.cell_coow = coow;
       a.grid_cols = grid_cols;
-      a.coow_block_rows = counters.get() + 7;
-      grow_leaf_arrays(k.NL + csr_mixed_entries(w, a, counters.get() + 9), k.NL);
+      const MixedRows mixed = csr_mixed_rows(w, a, counters.get() + 9, mixed_rows.get());
+      n_mixed = mixed.rows;
+      grow_leaf_arrays(k.NL + mixed.entries, k.NL);
       pre.count = count_by_leaf.get();
-      launch_csr_block_kernels<V, I, false>(w, a);
-      const std::vector<unsigned long long> c = read_back_n(w, counters.get(), 8, "read CSR mixed leaves");
+      launch_csr_block_kernels<V, I, false>(w, only_mixed(a));
+      const std::vector<unsigned long long> c = read_back_n(w, counters.get(), 2, "read CSR mixed leaves");
       if (falls_back(c[0])) {
         bad_late = true;
         return std::nullopt;
       }
-      counted[7] = c[7];
+      counted[7] = a.n_block_rows - n_mixed;
       return c[1];
     };
     was_pruned = prune_coow_leaves<V>(w, k, shape, options, n, count_by_leaf.get(), pruned, &pre);
@@ -229,7 +239,6 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
       // rows' leaves as without the sums.
       sums_first = false;
       a.cell_coow = nullptr;
-      a.coow_block_rows = nullptr;
       grow_leaf_arrays(scouted[2] + scouted[3], k.NL);
       launch_csr_block_kernels<V, I, false>(w, a);
       counted = read_back_n(w, counters.get(), 2, "read CSR leaf count");
@@ -278,7 +287,12 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   a.loff = k.lbytes.get();
   a.leaf_base = k.leaf_base;
   a.pool = pool.as<std::byte>();
-  launch_csr_block_rows<V, I, true>(w, a);
+  if (sums_first && by_ranks) {  // the others' entries are the COOW fill's alone
+    launch_csr_warp_rows<V, I, CsrWarpPass::fill>(w, a);
+    launch_csr_block_kernels<V, I, true>(w, only_mixed(a));
+  } else {
+    launch_csr_block_rows<V, I, true>(w, a);
+  }
   long_rows_fill(w, a, long_part);
   w.phase("CSR block rows: fill");
   if (by_ranks)

@@ -12,10 +12,11 @@
 // entries), the first entry of each leaf adds the leaf to its depth-2 block's
 // sums, and those go to the global sums once per block row. Nothing is
 // sorted and no leaf is written. After the rule, only the block rows with an
-// entry under a standard node (a "mixed" block row) take the block kernels'
-// two passes (pass 1 emits their leaves, of which those under COOW nodes
-// give way to stand-ins as before); every other one's entries reach their
-// COOW nodes by the COOW fill alone (build_csr_coow_ranks.cuh).
+// entry under a standard node (a "mixed" block row, listed by csr_mixed_rows)
+// take the block kernels' two passes (pass 1 emits their leaves, of which
+// those under COOW nodes give way to stand-ins as before); every other one's
+// entries reach their COOW nodes by the COOW fill alone
+// (build_csr_coow_ranks.cuh).
 #include "build_csr_warps.cuh"
 #include "work_memory.cuh"
 
@@ -144,11 +145,14 @@ __global__ void __launch_bounds__(block_sums_threads) csr_block_sums_kernel(CsrB
   if (threadIdx.x % 32 == 0 && warp_leaves) atomicAdd(c.leaves, static_cast<unsigned long long>(warp_leaves));
 }
 
-// The entries of the block rows with an entry under a standard node (the
-// block kernels' test for a sorted block row, a.cell_coow set): the room
-// their leaves take.
+// The block rows with an entry under a standard node (the block kernels'
+// test for a sorted block row, a.cell_coow set), listed in any order, and
+// the room their leaves take: the block kernels then launch for these alone
+// (perf-log C31), where each of them otherwise read a whole block row to
+// find it had nothing to sort (on R-MAT 2^22 most of ~30 000).
 template <class V, class I>
-__global__ void csr_mixed_entries_kernel(CsrBlockArgs<V, I> a, unsigned long long* entries) {
+__global__ void csr_mixed_rows_kernel(CsrBlockArgs<V, I> a, unsigned long long* entries,
+                                      unsigned long long* n_mixed, u32* mixed) {
   const u32 b = a.b, d = 1u << b;
   for (u64 i = blockIdx.x; i < a.n_block_rows; i += gridDim.x) {
     const u64 s = a.block_rows[i];
@@ -158,18 +162,27 @@ __global__ void csr_mixed_entries_kernel(CsrBlockArgs<V, I> a, unsigned long lon
     bool standard = false;
     for (u64 k = threadIdx.x; k < m && !standard; k += blockDim.x)
       standard = under_standard_node(a, s, static_cast<u64>(a.col[e0 + k]) >> b);
-    if (__syncthreads_or(standard) && threadIdx.x == 0) atomicAdd(entries, static_cast<unsigned long long>(m));
+    if (__syncthreads_or(standard) && threadIdx.x == 0) {
+      atomicAdd(entries, static_cast<unsigned long long>(m));
+      mixed[atomicAdd(n_mixed, 1ull)] = static_cast<u32>(s);
+    }
   }
 }
 
+struct MixedRows {
+  u64 entries, rows;  // their entries, and how many (listed)
+};
+
+// counters: two, [entries, rows]; mixed: room for a.n_block_rows.
 template <class V, class I>
-u64 csr_mixed_entries(WorkMemory& w, const CsrBlockArgs<V, I>& a, unsigned long long* counter) {
-  if (a.n_block_rows == 0) return 0;
-  cuda_check(cudaMemsetAsync(counter, 0, sizeof(unsigned long long), w.stream()), "cudaMemsetAsync");
+MixedRows csr_mixed_rows(WorkMemory& w, const CsrBlockArgs<V, I>& a, unsigned long long* counters, u32* mixed) {
+  if (a.n_block_rows == 0) return {0, 0};
+  cuda_check(cudaMemsetAsync(counters, 0, 2 * sizeof(unsigned long long), w.stream()), "cudaMemsetAsync");
   const unsigned grid = static_cast<unsigned>(a.n_block_rows < (1u << 20) ? a.n_block_rows : (1u << 20));
-  csr_mixed_entries_kernel<V, I><<<grid, 128, 0, w.stream()>>>(a, counter);
-  w.check_launch("CSR mixed entries kernel");
-  return read_back(w, counter, "read CSR mixed entries");
+  csr_mixed_rows_kernel<V, I><<<grid, 128, 0, w.stream()>>>(a, counters, counters + 1, mixed);
+  w.check_launch("CSR mixed rows kernel");
+  const std::vector<unsigned long long> c = read_back_n(w, counters, 2, "read CSR mixed rows");
+  return {c[0], c[1]};
 }
 
 // The counts fit: within block_sums_shared_limit, and with the kernel's

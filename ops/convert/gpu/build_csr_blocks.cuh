@@ -9,9 +9,10 @@
 // thread block, which gives its leaves and every entry's rank in its leaf.
 // Pass 1 emits the leaves (tree key, entry count); pass 2 repeats the block
 // sort and writes every entry straight into its leaf. Where the block rows
-// were summed first (build_csr_block_sums.cuh), a block row with no entry
-// under a standard node is skipped by pass 1, and by pass 2 too where the
-// COOW nodes are filled by ranks (build_csr_coow_ranks.cuh).
+// were summed first (build_csr_block_sums.cuh), the passes launch for the
+// block rows with an entry under a standard node alone (pass 2 for all
+// where the COOW nodes are filled by a sort, which needs the others' nodes
+// and keys; by ranks, build_csr_coow_ranks.cuh, it does not).
 #include <cub/block/block_discontinuity.cuh>
 #include <cub/block/block_radix_sort.cuh>
 #include <cub/block/block_reduce.cuh>
@@ -88,7 +89,8 @@ __global__ void __launch_bounds__(csr_block_threads) csr_block_rows_kernel(CsrBl
       }
       // Summed first: a block row with no entry under a standard node is not
       // sorted; pass 2 writes each entry's COOW node and key in CSR order
-      // (where the COOW nodes are filled by a sort; by ranks, nothing).
+      // where the COOW nodes are filled by a sort (by ranks, both passes
+      // launch for the mixed block rows alone).
       bool standard = false;
       if (a.cell_coow)
         for (u32 x = 0; x < X; ++x)
@@ -104,9 +106,7 @@ __global__ void __launch_bounds__(csr_block_threads) csr_block_rows_kernel(CsrBl
             a.wide_key[e] = (static_cast<u32>(((s << b) | rl[x]) & mm) << 16) |
                             static_cast<u32>(static_cast<u64>(a.col[e]) & mm);
           }
-        } else if (!Fill && threadIdx.x == 0) {
-          atomicAdd(a.coow_block_rows, 1ull);
-        }
+        }  // (pass 1 sees the mixed block rows alone: csr_mixed_rows)
       } else {
         const u64 bmin = Reduce(tmp.reduce).Reduce(cmin, MinOp{});
         __syncthreads();

@@ -88,12 +88,12 @@ struct CsrBlockArgs {
   u64 n_block_rows = 0;
   // The block kernels' block rows summed first (build_csr_block_sums.cuh):
   // per depth-2 block (grid_cols a row) 1 where COOW, and (pass 2) its
-  // node; those with no entry under a standard node are counted (pass 1) and
-  // written straight to their COOW nodes (pass 2). Null otherwise.
+  // node; the block kernels then see only the block rows with an entry under
+  // a standard node, except pass 2 where the COOW nodes are filled by a sort
+  // (it writes the others' nodes and keys). Null otherwise.
   const u32* cell_coow = nullptr;
   const u32* cell_owner = nullptr;
   u64 grid_cols = 0;
-  unsigned long long* coow_block_rows = nullptr;
   // the scout's sum of the long block rows' entries (where counted)
   unsigned long long* long_entries = nullptr;
 };
@@ -105,7 +105,7 @@ __device__ inline u64 block_of(const CsrBlockArgs<V, I>& a, u64 s, u64 lc) {
 }
 
 // Summed first: whether that block is a standard node's. A block row with
-// such an entry is sorted (the block kernels, csr_mixed_entries_kernel: the
+// such an entry is sorted (the block kernels, csr_mixed_rows_kernel: the
 // same test, so that both passes and the room agree).
 template <class V, class I>
 __device__ inline bool under_standard_node(const CsrBlockArgs<V, I>& a, u64 s, u64 lc) {
