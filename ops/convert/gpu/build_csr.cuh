@@ -145,10 +145,15 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   bool sums_first = options.wide_nodes && L >= 2 && !k.key_hi && a.n_block_rows > 0 &&
                     2 * (scouted[3] - scouted[8]) >= n && cells <= scouted[2] + scouted[3] &&
                     cells < 0xFFFFFFFFull && block_sums_fit<V, I>(sums.leaf_cols, sums.grid_cols);
+  // The long block rows are summed too (perf-log C32) where their entries
+  // under COOW nodes will be filled by ranks: then only those of them with
+  // an entry under a standard node emit leaves, once the rule has run.
+  bool long_sums = sums_first && n_long > 0 && long_sums_apply(b) && grid_cols <= coow_rank_bins &&
+                         coow_fill_fits<V, I>(grid_cols);
   // The leaf arrays: room for the warp kernel's leaves and a leaf per entry
-  // of the other block rows; summed first, of the long ones alone, grown once
-  // the rule has said which block rows emit theirs.
-  u64 room = scouted[2] + (sums_first ? scouted[8] : scouted[3]);
+  // of the other block rows; summed first, of the long ones alone (or none),
+  // grown once the rule has said which block rows emit theirs.
+  u64 room = scouted[2] + (long_sums ? 0 : sums_first ? scouted[8] : scouted[3]);
   Array<u32> count_by_leaf(w, room);
   k.klo = Array<u64>(w, room);
   if (k.key_hi) k.khi = Array<u64>(w, room);
@@ -182,6 +187,7 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
     sums.bytes = pre.bytes.get();
     launch_csr_warp_rows<V, I, CsrWarpPass::count>(w, a);
     launch_csr_block_sums<V, I>(w, a, sums);
+    if (long_sums) launch_csr_long_sums<V, I>(w, a, long_rows.get(), n_long, sums);
   } else {
     launch_csr_block_rows<V, I, false>(w, a);
   }
@@ -193,7 +199,7 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   seg_counts.release();
   a.seg_counts = nullptr;
   LongRows long_part;
-  if (n_long > 0) {
+  if (n_long > 0 && !long_sums) {
     if (!long_rows_leaves(w, a, long_rows.get(), n_long, long_part)) return std::nullopt;
     counted[1] = read_back(w, counter, "read leaf count");
   }
@@ -205,8 +211,8 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   bool bad_late = false;
   // The block rows with an entry under a standard node, listed once the rule
   // has run: the block kernels' passes launch for these alone.
-  Array<u32> mixed_rows;
-  u64 n_mixed = 0;
+  Array<u32> mixed_rows, mixed_long_rows;
+  u64 n_mixed = 0, n_mixed_long = 0;
   const auto only_mixed = [&](CsrBlockArgs<V, I> m) {
     m.block_rows = mixed_rows.get();
     m.n_block_rows = n_mixed;
@@ -215,13 +221,24 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   if (sums_first) {
     pre.leaves = counted[6];
     mixed_rows = Array<u32>(w, a.n_block_rows);
-    // Once the rule has run: the leaves of the mixed block rows.
+    if (long_sums) mixed_long_rows = Array<u32>(w, n_long);
+    // Once the rule has run: the leaves of the mixed block rows, long ones
+    // (by their runs, build_csr_long_rows.cuh) included where summed.
     pre.emit = [&](const u32* coow, u64 /* the prune's grid_cols: this grid's */) -> std::optional<u64> {
       a.cell_coow = coow;
       a.grid_cols = grid_cols;
       const MixedRows mixed = csr_mixed_rows(w, a, counters.get() + 9, mixed_rows.get());
       n_mixed = mixed.rows;
-      grow_leaf_arrays(k.NL + mixed.entries, k.NL);
+      u64 long_entries = 0;
+      if (long_sums) {
+        CsrBlockArgs<V, I> al = a;
+        al.block_rows = long_rows.get();
+        al.n_block_rows = n_long;
+        const MixedRows mixed_long = csr_mixed_rows(w, al, counters.get() + 9, mixed_long_rows.get());
+        n_mixed_long = mixed_long.rows;
+        long_entries = mixed_long.entries;
+      }
+      grow_leaf_arrays(k.NL + mixed.entries + long_entries, k.NL);
       pre.count = count_by_leaf.get();
       launch_csr_block_kernels<V, I, false>(w, only_mixed(a));
       const std::vector<unsigned long long> c = read_back_n(w, counters.get(), 2, "read CSR mixed leaves");
@@ -229,8 +246,16 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
         bad_late = true;
         return std::nullopt;
       }
+      u64 leaves = c[1];
+      if (n_mixed_long > 0) {
+        if (!long_rows_leaves(w, a, mixed_long_rows.get(), n_mixed_long, long_part)) {
+          bad_late = true;
+          return std::nullopt;
+        }
+        leaves = read_back(w, counter, "read leaf count");
+      }
       counted[7] = a.n_block_rows - n_mixed;
-      return c[1];
+      return leaves;
     };
     was_pruned = prune_coow_leaves<V>(w, k, shape, options, n, count_by_leaf.get(), pruned, &pre);
     if (bad_late) return std::nullopt;
@@ -243,6 +268,11 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
       launch_csr_block_kernels<V, I, false>(w, a);
       counted = read_back_n(w, counters.get(), 2, "read CSR leaf count");
       if (falls_back(counted[0])) return std::nullopt;
+      if (long_sums) {  // the long block rows' leaves too
+        long_sums = false;
+        if (!long_rows_leaves(w, a, long_rows.get(), n_long, long_part)) return std::nullopt;
+        counted[1] = read_back(w, counter, "read leaf count");
+      }
       k.NL = leaf_blocks = counted[1];
     }
   }
@@ -263,6 +293,9 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   if (sums_first && k.coow_nodes != pruned.stand_ins) return std::nullopt;
   const bool by_ranks = k.coow_nodes && pruned.coow.get() && k.coow_nodes == pruned.stand_ins &&
                         grid_cols <= coow_rank_bins && 2 * b <= 16 && coow_fill_fits<V, I>(grid_cols);
+  // Summed long block rows leave their COOW entries to the fill by ranks
+  // (long_sums checked its conditions but the last, which always holds).
+  if (long_sums && !by_ranks) return std::nullopt;
   CsrWideEntries wide;
   if (k.coow_nodes && !by_ranks) {
     wide.owner = Array<u32>(w, n);
@@ -304,8 +337,9 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   if (stats) {
     stats->entries = n;
     stats->leaves = leaf_blocks;
-    stats->sorted_block_rows = a.n_block_rows - (sums_first ? counted[7] : 0) + n_long;
-    stats->coow_block_rows = sums_first ? counted[7] : 0;
+    stats->sorted_block_rows =
+        a.n_block_rows - (sums_first ? counted[7] : 0) + (long_sums ? n_mixed_long : n_long);
+    stats->coow_block_rows = sums_first ? counted[7] + (long_sums ? n_long - n_mixed_long : 0) : 0;
   }
   return DeviceMatrix<V>::adopt(std::move(pool), shape, n, root, false, V(1), options.wide_nodes);
 }

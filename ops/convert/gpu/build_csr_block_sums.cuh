@@ -185,31 +185,147 @@ MixedRows csr_mixed_rows(WorkMemory& w, const CsrBlockArgs<V, I>& a, unsigned lo
   return {c[0], c[1]};
 }
 
-// The counts fit: within block_sums_shared_limit, and with the kernel's
-// static shared memory within what this device lets a block opt in to.
-template <class V, class I>
-bool block_sums_fit(u64 leaf_cols, u64 grid_cols) {
-  const u64 dynamic = block_sums_shared_bytes(leaf_cols, grid_cols);
-  if (dynamic > block_sums_shared_limit) return false;
-  return dynamic_shared_fits(csr_block_sums_kernel<V, I>, dynamic, "cudaFuncGetAttributes(block sums)");
+
+// Persistent blocks (each clears its shared counts once, not once a block
+// row): as many as stay resident with the sums' shared memory.
+template <class Kernel>
+unsigned sums_grid(Kernel kernel, u64 shared, u64 block_rows, const char* what) {
+  allow_dynamic_shared(kernel, block_sums_shared_limit, what);
+  int device = 0, sms = 0, per_sm = 0;
+  cuda_check(cudaGetDevice(&device), "cudaGetDevice");
+  cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+  cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, block_sums_threads, shared),
+             "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  const u64 resident = u64(sms) * u64(per_sm > 0 ? per_sm : 1);
+  return static_cast<unsigned>(block_rows < resident ? block_rows : resident);
 }
 
 template <class V, class I>
 void launch_csr_block_sums(WorkMemory& w, const CsrBlockArgs<V, I>& a, const CellSums& c) {
   if (a.n_block_rows == 0) return;
   const u64 shared = block_sums_shared_bytes(c.leaf_cols, c.grid_cols);
-  allow_dynamic_shared(csr_block_sums_kernel<V, I>, block_sums_shared_limit, "cudaFuncSetAttribute(block sums)");
-  // Persistent blocks: each clears its shared counts once, not once a block row.
-  int device = 0, sms = 0, per_sm = 0;
-  cuda_check(cudaGetDevice(&device), "cudaGetDevice");
-  cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
-  cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, csr_block_sums_kernel<V, I>, block_sums_threads,
-                                                           shared),
-             "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-  const u64 resident = u64(sms) * u64(per_sm > 0 ? per_sm : 1);
-  const unsigned grid = static_cast<unsigned>(a.n_block_rows < resident ? a.n_block_rows : resident);
+  const unsigned grid = sums_grid(csr_block_sums_kernel<V, I>, shared, a.n_block_rows, "cudaFuncSetAttribute(block sums)");
   csr_block_sums_kernel<V, I><<<grid, block_sums_threads, shared, w.stream()>>>(a, c);
   w.check_launch("CSR block sums kernel");
+}
+
+// The long block rows (over csr_block_capacity entries each: a scattered
+// matrix's heavy rows, a quarter of R-MAT 2^22's entries in 2 254 block rows)
+// summed the same way, a chunk of csr_block_capacity entries at a time
+// (perf-log C32). Before, their runs were sorted to emit their leaves (~14 M
+// on R-MAT, nearly all then dropped for COOW nodes): ~1.7 ms and ~900 MB.
+// A leaf's first entry is not known while chunks remain, so a second sweep
+// takes each leaf column's count with an atomicAnd that also clears it; the
+// one entry that finds it non-zero adds the leaf. Per depth-2 block and
+// block row there are at most d leaves of d³ entries and d · (d² · 8 + 16)
+// bytes: with b <= 7 (long_sums_apply) leaves << 24 | entries and the bytes
+// fit 32 bits, and a leaf column's count (at most d² entries) 16.
+inline constexpr bool long_sums_apply(u32 b) { return b <= 7; }
+
+template <class V, class I>
+__global__ void __launch_bounds__(block_sums_threads)
+    csr_long_sums_kernel(CsrBlockArgs<V, I> a, const u32* list, u64 n_list, CellSums c) {
+  constexpr u32 T = block_sums_threads;
+  constexpr u32 chunk = csr_block_capacity_entries;
+  extern __shared__ u32 block_sums_shared[];
+  u32* cell_le = block_sums_shared;         // per block column: leaves << 24 | entries
+  u32* cell_bytes = cell_le + c.grid_cols;  // per block column: the leaves' bytes
+  u32* count = cell_bytes + c.grid_cols;    // leaf column j: bits 16(j&1).. of word j/2
+  __shared__ u64 rp[257];
+  __shared__ u32 starts[chunk / 32];  // bit k: entry e0 + c0 + k starts a row
+  const u32 b = a.b, d = 1u << b;
+  const u64 words = (c.leaf_cols + 1) / 2;
+  for (u64 i = threadIdx.x; i < words; i += T) count[i] = 0;
+  for (u64 i = threadIdx.x; i < c.grid_cols; i += T) cell_le[i] = cell_bytes[i] = 0;
+  u32 my_leaves = 0;
+  __syncthreads();
+  for (u64 i = blockIdx.x; i < n_list; i += gridDim.x) {
+    const u64 s = list[i];
+    const u64 r0 = s << b;
+    const u32 nr = static_cast<u32>(a.rows - r0 < d ? a.rows - r0 : d);
+    for (u32 k = threadIdx.x; k <= nr; k += T) rp[k] = static_cast<u64>(a.row_ptr[r0 + k]);
+    __syncthreads();
+    const u64 e0 = rp[0], m = rp[nr] - e0;
+    bool bad = false;
+    for (u64 c0 = 0; c0 < m; c0 += chunk) {
+      for (u32 q = threadIdx.x; q < chunk / 32; q += T) starts[q] = 0;
+      __syncthreads();
+      for (u32 r = threadIdx.x; r < nr; r += T) {
+        const u64 p = rp[r] - e0;
+        if (p >= c0 && p - c0 < chunk && rp[r] < rp[r + 1]) {
+          const u32 at = static_cast<u32>(p - c0);
+          atomicOr(&starts[at / 32], 1u << (at % 32));
+        }
+      }
+      __syncthreads();
+      I cv[block_sums_items];
+#pragma unroll
+      for (u32 x = 0; x < block_sums_items; ++x) {
+        const u64 k = c0 + threadIdx.x + u64{x} * T;
+        cv[x] = k < m ? a.col[e0 + k] : I(0);
+      }
+#pragma unroll
+      for (u32 x = 0; x < block_sums_items; ++x) {
+        const u32 kc = threadIdx.x + x * T;
+        const u64 k = c0 + kc;
+        if (k >= m) continue;
+        const I col = cv[x];
+        const bool row_start = (starts[kc / 32] >> (kc % 32)) & 1u;
+        if (!index_ok(col, a.cols) || (!row_start && !(a.col[e0 + k - 1] < col))) {
+          bad = true;
+          continue;
+        }
+        const u64 lc = static_cast<u64>(col) >> b;
+        atomicAdd(&count[lc >> 1], 1u << (static_cast<u32>(lc & 1) * 16));
+      }
+      __syncthreads();  // the row bits are the next chunk's
+    }
+    if (__syncthreads_or(bad)) {  // the general path words it
+      if (threadIdx.x == 0) atomicOr(a.fallback, 2u);
+      return;
+    }
+    for (u64 k = threadIdx.x; k < m; k += T) {
+      const u64 lc = static_cast<u64>(a.col[e0 + k]) >> b;
+      const u32 shift = static_cast<u32>(lc & 1) * 16;
+      const u32 n = (atomicAnd(&count[lc >> 1], ~(0xFFFFu << shift)) >> shift) & 0xFFFFu;
+      if (n == 0) continue;  // another entry of the leaf took it
+      atomicAdd(&cell_le[lc >> b], (1u << 24) | n);
+      atomicAdd(&cell_bytes[lc >> b], static_cast<u32>(choose_node(n, b, true, sizeof(V)).bytes));
+      ++my_leaves;
+    }
+    __syncthreads();  // every count taken (and so cleared)
+    const u64 cell_row = (s >> b) * c.grid_cols;
+    for (u64 cc = threadIdx.x; cc < c.grid_cols; cc += T) {
+      const u32 le = cell_le[cc];
+      if (le == 0) continue;
+      atomicAdd(c.le + cell_row + cc, (static_cast<unsigned long long>(le >> 24) << 32) | (le & 0xFFFFFFu));
+      atomicAdd(c.bytes + cell_row + cc, static_cast<unsigned long long>(cell_bytes[cc]));
+      cell_le[cc] = cell_bytes[cc] = 0;
+    }
+    __syncthreads();  // rp and the block sums are reused by the next block row
+  }
+  const unsigned warp_leaves = __reduce_add_sync(0xFFFFFFFFu, static_cast<unsigned>(my_leaves));
+  if (threadIdx.x % 32 == 0 && warp_leaves) atomicAdd(c.leaves, static_cast<unsigned long long>(warp_leaves));
+}
+
+template <class V, class I>
+void launch_csr_long_sums(WorkMemory& w, const CsrBlockArgs<V, I>& a, const u32* list, u64 n_list,
+                          const CellSums& c) {
+  if (n_list == 0) return;
+  const u64 shared = block_sums_shared_bytes(c.leaf_cols, c.grid_cols);
+  const unsigned grid = sums_grid(csr_long_sums_kernel<V, I>, shared, n_list, "cudaFuncSetAttribute(long sums)");
+  csr_long_sums_kernel<V, I><<<grid, block_sums_threads, shared, w.stream()>>>(a, list, n_list, c);
+  w.check_launch("CSR long sums kernel");
+}
+
+// The counts fit: within block_sums_shared_limit, and with the kernels'
+// static shared memory within what this device lets a block opt in to.
+template <class V, class I>
+bool block_sums_fit(u64 leaf_cols, u64 grid_cols) {
+  const u64 dynamic = block_sums_shared_bytes(leaf_cols, grid_cols);
+  if (dynamic > block_sums_shared_limit) return false;
+  return dynamic_shared_fits(csr_block_sums_kernel<V, I>, dynamic, "cudaFuncGetAttributes(block sums)") &&
+         dynamic_shared_fits(csr_long_sums_kernel<V, I>, dynamic, "cudaFuncGetAttributes(long sums)");
 }
 
 }  // namespace hisparse::ops::convert_detail

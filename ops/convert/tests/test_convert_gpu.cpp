@@ -631,6 +631,32 @@ TEST(ConvertGpu, ScatteredBlockRowsSummedFirst) {
                      stream.get());
   }
   {
+    // Long block rows (over 4 096 entries) among scattered ones, summed as
+    // well (perf-log C32): three rows of 6 000 scattered entries at d 16. All
+    // COOW (the host builder agrees), so none is sorted; then a dense 64 x 64
+    // block beside one of them makes its depth-2 block a standard node: the
+    // block rows with an entry there (of the 16 in its band: the dense rows'
+    // four, the long one, and those whose scattered entries fall in it) are
+    // sorted, the rest are not.
+    auto c = random_coo<float>(16384, 16384, 330000, rng);
+    for (const index_t r : {index_t{1000}, index_t{7777}, index_t{12345}})
+      for (index_t k = 0; k < 6000; ++k) c.push(r, (k * 2731 + r) % 16384, random_value<float>(rng));
+    c = in_order(c);
+    const Paths p = paths(c, 16);
+    EXPECT_EQ(p.sorted, 0u);
+    EXPECT_EQ(p.coow, 16384u / 16);
+    check_wide_input("f32 16384^2, scattered, three long rows, d 16 (all summed)", c, 16, rng, stream.get());
+    for (index_t r = 7760; r < 7824; ++r)
+      for (index_t k = 0; k < 64; ++k) c.push(r, 4096 + k, random_value<float>(rng));
+    c = in_order(c);
+    const Paths q = paths(c, 16);
+    EXPECT_GE(q.sorted, 4u);
+    EXPECT_LE(q.sorted, 16u);
+    EXPECT_EQ(q.sorted + q.coow, 16384u / 16);
+    check_wide_input("f32 16384^2, scattered, three long rows, one beside a dense block, d 16", c, 16, rng,
+                     stream.get());
+  }
+  {
     // d 8, rectangular, and rows of more than a block's capacity beside them (long block rows).
     auto c = random_coo<float>(30001, 9000, 300000, rng);
     for (index_t k = 0; k < 9000; k += 2) c.push(777, k, random_value<float>(rng));
