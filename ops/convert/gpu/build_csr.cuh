@@ -93,8 +93,8 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   // needs in one round trip (perf-log C20): [0] the fallback flags (in its
   // low 32 bits), [1] pass 1's leaves, [2, 3] the scout's totals, [4] long
   // block rows, [5] the block kernels' block rows.
-  // [6] the leaves of the block rows summed first, [7] those of them never
-  // sorted (build_csr_block_sums.cuh).
+  // [6] the leaves of the block rows summed first (build_csr_block_sums.cuh),
+  // [7] unused.
   // [8] the long block rows' entries, [9, 10] the entries and the number of
   // the block rows sorted after the sums (csr_mixed_rows).
   Array<unsigned long long> counters(w, 11);
@@ -254,7 +254,6 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
         }
         leaves = read_back(w, counter, "read leaf count");
       }
-      counted[7] = a.n_block_rows - n_mixed;
       return leaves;
     };
     was_pruned = prune_coow_leaves<V>(w, k, shape, options, n, count_by_leaf.get(), pruned, &pre);
@@ -264,6 +263,8 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
       // rows' leaves as without the sums.
       sums_first = false;
       a.cell_coow = nullptr;
+      mixed_rows.release();
+      mixed_long_rows.release();
       grow_leaf_arrays(scouted[2] + scouted[3], k.NL);
       launch_csr_block_kernels<V, I, false>(w, a);
       counted = read_back_n(w, counters.get(), 2, "read CSR leaf count");
@@ -338,8 +339,8 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
     stats->entries = n;
     stats->leaves = leaf_blocks;
     stats->sorted_block_rows =
-        a.n_block_rows - (sums_first ? counted[7] : 0) + (long_sums ? n_mixed_long : n_long);
-    stats->coow_block_rows = sums_first ? counted[7] + (long_sums ? n_long - n_mixed_long : 0) : 0;
+        (sums_first ? n_mixed : a.n_block_rows) + (long_sums ? n_mixed_long : n_long);
+    stats->coow_block_rows = sums_first ? a.n_block_rows - n_mixed + (long_sums ? n_long - n_mixed_long : 0) : 0;
   }
   return DeviceMatrix<V>::adopt(std::move(pool), shape, n, root, false, V(1), options.wide_nodes);
 }

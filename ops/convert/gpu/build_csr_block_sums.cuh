@@ -204,7 +204,8 @@ template <class V, class I>
 void launch_csr_block_sums(WorkMemory& w, const CsrBlockArgs<V, I>& a, const CellSums& c) {
   if (a.n_block_rows == 0) return;
   const u64 shared = block_sums_shared_bytes(c.leaf_cols, c.grid_cols);
-  const unsigned grid = sums_grid(csr_block_sums_kernel<V, I>, shared, a.n_block_rows, "cudaFuncSetAttribute(block sums)");
+  const unsigned grid =
+      sums_grid(csr_block_sums_kernel<V, I>, shared, a.n_block_rows, "cudaFuncSetAttribute(block sums)");
   csr_block_sums_kernel<V, I><<<grid, block_sums_threads, shared, w.stream()>>>(a, c);
   w.check_launch("CSR block sums kernel");
 }

@@ -84,7 +84,8 @@ __device__ inline CoowChunk coow_chunk(const CoowRanks& c, u64 q) {
 // row_ptr[lo] <= x < row_ptr[hi], searched by the whole warp: 31 lanes probe
 // evenly spaced rows and a ballot keeps the gap between the last that is at
 // most x and the first beyond it, so that a band of 2^14 rows takes three
-// rounds of loads instead of fourteen dependent ones. Every lane returns r.
+// rounds of loads instead of fourteen dependent ones (2^16 rows: four).
+// Every lane returns r.
 template <class I>
 __device__ inline u64 warp_row_search(const I* row_ptr, u64 lo, u64 hi, u64 x, u32 lane) {
   while (hi - lo > 1) {
@@ -217,12 +218,16 @@ __global__ void __launch_bounds__(coow_rank_threads)
     for (u32 i = 0; i < per_thread; ++i) {
       const u32 C = c_lo + i;
       if (C >= c_hi) continue;
+      if (total[i] == 0) {  // no entry of this band here: nothing to look up
+        node[C] = ~u64{0};
+        continue;
+      }
       for (u32 v = 0; v < coow_rank_warps; ++v) next[v * G + C] = static_cast<std::uint16_t>(next[v * G + C] + start);
       const u64 at = coow_count_index(c, k, C, k.j);
       const u32 first_rank = scanned[at] - scanned[at - k.j];
       rank_base[C] = first_rank - start;  // (mod 2^32)
       const u32 owner = c.owner[k.band * G + C];
-      if (owner == 0xFFFFFFFFu || total[i] == 0) {  // a standard node's entries (its leaves hold them), or none
+      if (owner == 0xFFFFFFFFu) {  // a standard node's entries: its leaves hold them
         node[C] = ~u64{0};
       } else {
         const u64 f = entry_scan[first_leaf[owner]];
