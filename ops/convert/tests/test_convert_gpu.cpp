@@ -720,23 +720,26 @@ TEST(ConvertGpu, CsrColumnsUnsortedWithinRows) {
   // an empty row precedes the defect), each case with one defect: two
   // neighbours swapped at a row's start, or in its middle. The sums kernel
   // must send the matrix to the general path.
-  for (const bool at_start : {true, false}) {
+  // A third case puts the defect in a long block row (over 4 096 entries:
+  // csr_long_sums_kernel), in its second chunk.
+  for (const int where : {0, 1, 2}) {
     Coo<float> c;
     c.rows = 16384;
     c.cols = 16384;
     for (index_t r = 0; r < c.rows; ++r) {
       if (r % 7 == 3) continue;  // empty rows between
       std::set<index_t> cols;
-      while (cols.size() < 20) cols.insert(static_cast<index_t>(rng() % 16384));
+      while (cols.size() < (r == 5004 && where == 2 ? 6000u : 20u)) cols.insert(static_cast<index_t>(rng() % 16384));
       for (const index_t j : cols) c.push(r, j, random_value<float>(rng));
     }
     Csr<float> sc = stable_row_csr(c);
     const index_t row = 5004;  // after the empty row 5003
-    const auto k = static_cast<std::size_t>(sc.row_ptr[row]) + (at_start ? 0 : 9);
+    const auto k = static_cast<std::size_t>(sc.row_ptr[row]) + (where == 0 ? 0 : where == 1 ? 9 : 5000);
     std::swap(sc.col[k], sc.col[k + 1]);
     std::swap(sc.val[k], sc.val[k + 1]);
-    const std::string what = at_start ? "scattered, a row's first two columns swapped"
-                                      : "scattered, two columns swapped in a row";
+    const std::string what = where == 0   ? "scattered, a row's first two columns swapped"
+                             : where == 1 ? "scattered, two columns swapped in a row"
+                                          : "scattered, two columns swapped deep in a long row";
     run.template operator()<float, std::int32_t>(sc, BuildOptions{16, true}, what);
     run.template operator()<float, std::int64_t>(sc, BuildOptions{16, true}, what);
   }
