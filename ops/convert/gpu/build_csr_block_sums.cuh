@@ -47,6 +47,40 @@ inline u64 block_sums_shared_bytes(u64 leaf_cols, u64 grid_cols) {
 // block rows are sorted as before.
 inline constexpr u64 block_sums_shared_limit = u64{100} << 10;
 
+// The sums kernels' shared memory: per depth-2 block column a packed
+// (leaves << shift | entries) and bytes word, then the leaf columns' counts.
+struct SharedSums {
+  u32 *le, *bytes, *count;
+};
+
+__device__ inline SharedSums shared_sums(u32* shared, const CellSums& c) {
+  return {shared, shared + c.grid_cols, shared + 2 * c.grid_cols};
+}
+
+__device__ inline void clear_shared_sums(const SharedSums& m, const CellSums& c) {
+  for (u64 i = threadIdx.x; i < (c.leaf_cols + 1) / 2; i += blockDim.x) m.count[i] = 0;
+  for (u64 i = threadIdx.x; i < c.grid_cols; i += blockDim.x) m.le[i] = m.bytes[i] = 0;
+}
+
+// A block row's sums (block row s) added to the global ones, and cleared.
+// The packed words hold leaves << leaf_shift | entries.
+__device__ inline void flush_shared_sums(const SharedSums& m, const CellSums& c, u64 s, u32 b, u32 leaf_shift) {
+  const u64 cell_row = (s >> b) * c.grid_cols;
+  for (u64 cc = threadIdx.x; cc < c.grid_cols; cc += blockDim.x) {
+    const u32 le = m.le[cc];
+    if (le == 0) continue;
+    atomicAdd(c.le + cell_row + cc,
+              (static_cast<unsigned long long>(le >> leaf_shift) << 32) | (le & ((1u << leaf_shift) - 1u)));
+    atomicAdd(c.bytes + cell_row + cc, static_cast<unsigned long long>(m.bytes[cc]));
+    m.le[cc] = m.bytes[cc] = 0;
+  }
+}
+
+__device__ inline void add_leaves(u32 my_leaves, const CellSums& c) {
+  const unsigned warp_leaves = __reduce_add_sync(0xFFFFFFFFu, static_cast<unsigned>(my_leaves));
+  if (threadIdx.x % 32 == 0 && warp_leaves) atomicAdd(c.leaves, static_cast<unsigned long long>(warp_leaves));
+}
+
 // The per-block-row sums in 32 bits: 64-bit shared atomics are compare-and-
 // swap loops (perf-log C30). entries < 2^16 (the capacity) bounds leaves too,
 // and a leaf takes a few tens of bytes an entry at most: far below 2^32.
@@ -54,15 +88,12 @@ template <class V, class I>
 __global__ void __launch_bounds__(block_sums_threads) csr_block_sums_kernel(CsrBlockArgs<V, I> a, CellSums c) {
   constexpr u32 T = block_sums_threads;
   extern __shared__ u32 block_sums_shared[];
-  u32* cell_le = block_sums_shared;           // per block column: leaves << 16 | entries
-  u32* cell_bytes = cell_le + c.grid_cols;    // per block column: the leaves' bytes
-  u32* count = cell_bytes + c.grid_cols;      // leaf column j: bits 16(j&1).. of word j/2
+  const SharedSums sums = shared_sums(block_sums_shared, c);  // packed: leaves << 16 | entries
+  u32* count = sums.count;  // leaf column j: bits 16(j&1).. of word j/2
   __shared__ u64 rp[257];
   __shared__ u32 starts[csr_block_capacity_entries / 32];  // bit k: entry e0 + k starts a row
   const u32 b = a.b, d = 1u << b;
-  const u64 words = (c.leaf_cols + 1) / 2;
-  for (u64 i = threadIdx.x; i < words; i += T) count[i] = 0;
-  for (u64 i = threadIdx.x; i < c.grid_cols; i += T) cell_le[i] = cell_bytes[i] = 0;
+  clear_shared_sums(sums, c);
   for (u32 i = threadIdx.x; i < csr_block_capacity_entries / 32; i += T) starts[i] = 0;
   u32 my_leaves = 0;
   __syncthreads();
@@ -122,8 +153,8 @@ __global__ void __launch_bounds__(block_sums_threads) csr_block_sums_kernel(CsrB
       if (!((first_of >> x) & 1u)) continue;
       const u64 lc = static_cast<u64>(cv[x]) >> b;
       const u32 n = (count[lc >> 1] >> (static_cast<u32>(lc & 1) * 16)) & 0xFFFFu;
-      atomicAdd(&cell_le[lc >> b], (1u << 16) | n);
-      atomicAdd(&cell_bytes[lc >> b], static_cast<u32>(choose_node(n, b, true, sizeof(V)).bytes));
+      atomicAdd(&sums.le[lc >> b], (1u << 16) | n);
+      atomicAdd(&sums.bytes[lc >> b], static_cast<u32>(choose_node(n, b, true, sizeof(V)).bytes));
       ++my_leaves;
     }
     __syncthreads();  // every count and row bit read: cleared for the next block row
@@ -131,18 +162,10 @@ __global__ void __launch_bounds__(block_sums_threads) csr_block_sums_kernel(CsrB
     for (u32 x = 0; x < block_sums_items; ++x)
       if ((first_of >> x) & 1u) count[(static_cast<u64>(cv[x]) >> b) >> 1] = 0;
     for (u32 q = threadIdx.x; q < (m + 31) / 32; q += T) starts[q] = 0;
-    const u64 cell_row = (s >> b) * c.grid_cols;
-    for (u64 cc = threadIdx.x; cc < c.grid_cols; cc += T) {
-      const u32 le = cell_le[cc];
-      if (le == 0) continue;
-      atomicAdd(c.le + cell_row + cc, (static_cast<unsigned long long>(le >> 16) << 32) | (le & 0xFFFFu));
-      atomicAdd(c.bytes + cell_row + cc, static_cast<unsigned long long>(cell_bytes[cc]));
-      cell_le[cc] = cell_bytes[cc] = 0;
-    }
+    flush_shared_sums(sums, c, s, b, 16);
     __syncthreads();  // rp, the counts, the row bits and the block sums are reused by the next block row
   }
-  const unsigned warp_leaves = __reduce_add_sync(0xFFFFFFFFu, static_cast<unsigned>(my_leaves));
-  if (threadIdx.x % 32 == 0 && warp_leaves) atomicAdd(c.leaves, static_cast<unsigned long long>(warp_leaves));
+  add_leaves(my_leaves, c);
 }
 
 // The block rows with an entry under a standard node (the block kernels'
@@ -229,15 +252,12 @@ __global__ void __launch_bounds__(block_sums_threads)
   constexpr u32 T = block_sums_threads;
   constexpr u32 chunk = csr_block_capacity_entries;
   extern __shared__ u32 block_sums_shared[];
-  u32* cell_le = block_sums_shared;         // per block column: leaves << 24 | entries
-  u32* cell_bytes = cell_le + c.grid_cols;  // per block column: the leaves' bytes
-  u32* count = cell_bytes + c.grid_cols;    // leaf column j: bits 16(j&1).. of word j/2
+  const SharedSums sums = shared_sums(block_sums_shared, c);  // packed: leaves << 24 | entries
+  u32* count = sums.count;  // leaf column j: bits 16(j&1).. of word j/2
   __shared__ u64 rp[257];
   __shared__ u32 starts[chunk / 32];  // bit k: entry e0 + c0 + k starts a row
   const u32 b = a.b, d = 1u << b;
-  const u64 words = (c.leaf_cols + 1) / 2;
-  for (u64 i = threadIdx.x; i < words; i += T) count[i] = 0;
-  for (u64 i = threadIdx.x; i < c.grid_cols; i += T) cell_le[i] = cell_bytes[i] = 0;
+  clear_shared_sums(sums, c);
   u32 my_leaves = 0;
   __syncthreads();
   for (u64 i = blockIdx.x; i < n_list; i += gridDim.x) {
@@ -290,23 +310,15 @@ __global__ void __launch_bounds__(block_sums_threads)
       const u32 shift = static_cast<u32>(lc & 1) * 16;
       const u32 n = (atomicAnd(&count[lc >> 1], ~(0xFFFFu << shift)) >> shift) & 0xFFFFu;
       if (n == 0) continue;  // another entry of the leaf took it
-      atomicAdd(&cell_le[lc >> b], (1u << 24) | n);
-      atomicAdd(&cell_bytes[lc >> b], static_cast<u32>(choose_node(n, b, true, sizeof(V)).bytes));
+      atomicAdd(&sums.le[lc >> b], (1u << 24) | n);
+      atomicAdd(&sums.bytes[lc >> b], static_cast<u32>(choose_node(n, b, true, sizeof(V)).bytes));
       ++my_leaves;
     }
     __syncthreads();  // every count taken (and so cleared)
-    const u64 cell_row = (s >> b) * c.grid_cols;
-    for (u64 cc = threadIdx.x; cc < c.grid_cols; cc += T) {
-      const u32 le = cell_le[cc];
-      if (le == 0) continue;
-      atomicAdd(c.le + cell_row + cc, (static_cast<unsigned long long>(le >> 24) << 32) | (le & 0xFFFFFFu));
-      atomicAdd(c.bytes + cell_row + cc, static_cast<unsigned long long>(cell_bytes[cc]));
-      cell_le[cc] = cell_bytes[cc] = 0;
-    }
+    flush_shared_sums(sums, c, s, b, 24);
     __syncthreads();  // rp and the block sums are reused by the next block row
   }
-  const unsigned warp_leaves = __reduce_add_sync(0xFFFFFFFFu, static_cast<unsigned>(my_leaves));
-  if (threadIdx.x % 32 == 0 && warp_leaves) atomicAdd(c.leaves, static_cast<unsigned long long>(warp_leaves));
+  add_leaves(my_leaves, c);
 }
 
 template <class V, class I>
