@@ -295,7 +295,8 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   const bool by_ranks = k.coow_nodes && pruned.coow.get() && k.coow_nodes == pruned.stand_ins &&
                         grid_cols <= coow_rank_bins && 2 * b <= 16 && coow_fill_fits<V, I>(grid_cols);
   // Summed long block rows leave their COOW entries to the fill by ranks
-  // (long_sums checked its conditions but the last, which always holds).
+  // (long_sums implies every condition of by_ranks that the guard above does
+  // not: this cannot fire, and stays as the statement of that dependence).
   if (long_sums && !by_ranks) return std::nullopt;
   CsrWideEntries wide;
   if (k.coow_nodes && !by_ranks) {

@@ -192,16 +192,16 @@ __global__ void long_leaves_kernel(const u64* key, const u32* ridx, const u32* l
 
 // Pass 2: every long-row entry into its leaf (or its wide position).
 template <class V, class I>
-__global__ void long_rows_fill_kernel(CsrBlockArgs<V, I> a, const u32* run_of, const u64* run_key, const u32* run_first,
-                                      const u32* run_e, const u32* run_leaf, const u32* run_rank, u64 n,
-                                      const u32* base, u32 col_bits) {
+__global__ void long_rows_fill_kernel(CsrBlockArgs<V, I> a, const u32* list, const u32* run_of, const u64* run_key,
+                                      const u32* run_first, const u32* run_e, const u32* run_leaf,
+                                      const u32* run_rank, u64 n, const u32* base, u32 col_bits) {
   const u32 b = a.b;
   const u64 m = (u64{1} << b) - 1;
   for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i < n; i += u64(gridDim.x) * blockDim.x) {
     const u32 r = run_of[i] - 1, in_run = static_cast<u32>(i) - run_first[r];
     const u32 t = a.linv[*base + run_leaf[r]];
     const u64 k = run_key[r], j = k >> (col_bits + b);
-    const u64 row = (u64{a.long_rows[j]} << b) | (k & m), e = u64{run_e[r]} + in_run;
+    const u64 row = (u64{list[j]} << b) | (k & m), e = u64{run_e[r]} + in_run;
     const u64 col = static_cast<u64>(a.col[e]);
     put_leaf_entry(a, t, a.ltype[t], a.lcount[t], a.loff[t], run_rank[r] + in_run, row, col, e, a.val[e]);
   }
@@ -211,6 +211,7 @@ __global__ void long_rows_fill_kernel(CsrBlockArgs<V, I> a, const u32* run_of, c
 // run (1-based), per run (in CSR order) its key, first entry, CSR index,
 // leaf and first rank there.
 struct LongRows {
+  const u32* list = nullptr;  // the long block rows of pass 1 (a run key's index is into it)
   u64 entries = 0, runs = 0, leaves = 0;
   u32 col_bits = 0;
   Array<u64> run_key;
@@ -234,6 +235,7 @@ bool long_rows_leaves(WorkMemory& w, const CsrBlockArgs<V, I>& a, const u32* lis
   }
   const u64 n = read_back(w, first.get() + count, "read long-row entries");
   if (n == 0) return true;
+  out.list = list;
   // [0]: the rows' check (low half), [1]: the number of runs.
   Array<unsigned long long> found(w, 2);
   cuda_check(cudaMemsetAsync(found.get(), 0, 2 * sizeof(unsigned long long), st), "cudaMemsetAsync");
@@ -299,8 +301,8 @@ template <class V, class I>
 void long_rows_fill(WorkMemory& w, const CsrBlockArgs<V, I>& a, const LongRows& r) {
   if (r.entries == 0) return;
   long_rows_fill_kernel<V, I><<<blocks_for(r.entries), 256, 0, w.stream()>>>(
-      a, r.run_of.get(), r.run_key.get(), r.run_first.get(), r.run_e.get(), r.run_leaf.get(), r.run_rank.get(),
-      r.entries, r.base.get(), r.col_bits);
+      a, r.list, r.run_of.get(), r.run_key.get(), r.run_first.get(), r.run_e.get(), r.run_leaf.get(),
+      r.run_rank.get(), r.entries, r.base.get(), r.col_bits);
   w.check_launch("long-row fill kernel");
 }
 
