@@ -46,7 +46,8 @@ struct CoowPrune {
 struct PresummedCells {
   Array<unsigned long long> le, bytes;
   u64 leaves = 0;
-  std::function<std::optional<u64>(const u32* coow, u64 grid_cols)> emit;
+  // called once the rule has run, with its decision and the sums it read
+  std::function<std::optional<u64>(const u32* coow, const unsigned long long* le, u64 grid_cols)> emit;
   const u32* count = nullptr;
 };
 
@@ -199,7 +200,7 @@ bool prune_coow_leaves(WorkMemory& w, Skeleton& k, const Shape& shape, const Bui
   const u64 stand_ins = read_back(w, coow_rank.get() + cells, "read COOW nodes");
   if (stand_ins == 0) return false;
   if (pre) {
-    const std::optional<u64> emitted = pre->emit(coow.get(), grid_cols);
+    const std::optional<u64> emitted = pre->emit(coow.get(), le.get(), grid_cols);
     if (!emitted) return false;
     k.NL = *emitted;
     count_by_leaf = pre->count;

@@ -211,7 +211,7 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   bool bad_late = false;
   // The block rows with an entry under a standard node, listed once the rule
   // has run: the block kernels' passes launch for these alone.
-  Array<u32> mixed_rows, mixed_long_rows;
+  Array<u32> mixed_rows, mixed_long_rows, standard_bands;
   u64 n_mixed = 0, n_mixed_long = 0;
   const auto only_mixed = [&](CsrBlockArgs<V, I> m) {
     m.block_rows = mixed_rows.get();
@@ -224,9 +224,13 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
     if (long_sums) mixed_long_rows = Array<u32>(w, n_long);
     // Once the rule has run: the leaves of the mixed block rows, long ones
     // (by their runs, build_csr_long_rows.cuh) included where summed.
-    pre.emit = [&](const u32* coow, u64 /* the prune's grid_cols: this grid's */) -> std::optional<u64> {
+    pre.emit = [&](const u32* coow, const unsigned long long* le,
+                   u64 /* the prune's grid_cols: this grid's */) -> std::optional<u64> {
       a.cell_coow = coow;
       a.grid_cols = grid_cols;
+      standard_bands = Array<u32>(w, grid_rows);
+      csr_standard_bands(w, le, coow, grid_rows, grid_cols, standard_bands.get());
+      a.standard_bands = standard_bands.get();
       const MixedRows mixed = csr_mixed_rows(w, a, counters.get() + 9, mixed_rows.get());
       n_mixed = mixed.rows;
       u64 long_entries = 0;
@@ -263,8 +267,10 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
       // rows' leaves as without the sums.
       sums_first = false;
       a.cell_coow = nullptr;
+      a.standard_bands = nullptr;
       mixed_rows.release();
       mixed_long_rows.release();
+      standard_bands.release();
       grow_leaf_arrays(scouted[2] + scouted[3], k.NL);
       launch_csr_block_kernels<V, I, false>(w, a);
       counted = read_back_n(w, counters.get(), 2, "read CSR leaf count");

@@ -179,6 +179,7 @@ __global__ void csr_mixed_rows_kernel(CsrBlockArgs<V, I> a, unsigned long long* 
   const u32 b = a.b, d = 1u << b;
   for (u64 i = blockIdx.x; i < a.n_block_rows; i += gridDim.x) {
     const u64 s = a.block_rows[i];
+    if (a.standard_bands && !a.standard_bands[s >> b]) continue;  // (uniform in the block)
     const u64 r0 = s << b;
     const u32 nr = static_cast<u32>(a.rows - r0 < d ? a.rows - r0 : d);
     const u64 e0 = static_cast<u64>(a.row_ptr[r0]), m = static_cast<u64>(a.row_ptr[r0 + nr]) - e0;
@@ -195,6 +196,25 @@ __global__ void csr_mixed_rows_kernel(CsrBlockArgs<V, I> a, unsigned long long* 
 struct MixedRows {
   u64 entries, rows;  // their entries, and how many (listed)
 };
+
+// Per depth-2 row band: whether a block of it that holds entries is a
+// standard node's. Where the rule made every block with entries COOW (R-MAT
+// 2^22: all 65 536), no block row is mixed, and csr_mixed_rows_kernel reads
+// none of them: it read every block row's columns (0.4 ms for the two lists,
+// perf-log C34) to learn that.
+__global__ void csr_standard_bands_kernel(const unsigned long long* le, const u32* coow, u64 cells, u64 grid_cols,
+                                          u32* bands) {
+  for (u64 i = blockIdx.x * u64(blockDim.x) + threadIdx.x; i < cells; i += u64(gridDim.x) * blockDim.x)
+    if (!coow[i] && le[i] != 0) bands[i / grid_cols] = 1u;  // (every writer writes 1)
+}
+
+inline void csr_standard_bands(WorkMemory& w, const unsigned long long* le, const u32* coow, u64 grid_rows,
+                               u64 grid_cols, u32* bands) {
+  cuda_check(cudaMemsetAsync(bands, 0, grid_rows * sizeof(u32), w.stream()), "cudaMemsetAsync");
+  const u64 cells = grid_rows * grid_cols;
+  csr_standard_bands_kernel<<<blocks_for(cells), 256, 0, w.stream()>>>(le, coow, cells, grid_cols, bands);
+  w.check_launch("CSR standard bands kernel");
+}
 
 // counters: two, [entries, rows]; mixed: room for a.n_block_rows.
 template <class V, class I>

@@ -93,6 +93,10 @@ struct CsrBlockArgs {
   // (it writes the others' nodes and keys). Null otherwise.
   const u32* cell_coow = nullptr;
   const u32* cell_owner = nullptr;
+  // per depth-2 row band, 1 where one of its blocks with entries is a
+  // standard node's (csr_standard_bands): a block row of a band without one
+  // is not mixed, and csr_mixed_rows_kernel does not read it. Null: unknown.
+  const u32* standard_bands = nullptr;
   u64 grid_cols = 0;
   // the scout's sum of the long block rows' entries (where counted)
   unsigned long long* long_entries = nullptr;
