@@ -971,6 +971,10 @@ class Cli(unittest.TestCase):
         self.assertLess(sizes[()]["hisparse-build"], sizes[()]["csr-build"])
         self.assertGreater(sizes[("--no-wide-nodes",)]["hisparse-build"], sizes[()]["csr-build"])
         self.assertEqual(run("bench", "--l2", "lukewarm", ok=False).returncode, 2)
+        # --ops none: the conversion records alone (an A/B of conversions skips the SpMV benches).
+        run("bench", "--host-only", "--ops", "none", "--no-suite", "--family", "laplace2d:n=40", "--precision", "f32",
+            "--json", out)
+        self.assertEqual({r["op"] for r in json.load(open(out))}, {"convert"})
         p = run("bench", "--ops", "spmv,frobnicate", ok=False)
         self.assertEqual(p.returncode, 2)
         self.assertIn("frobnicate", p.stderr)

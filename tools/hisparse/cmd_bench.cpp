@@ -1,5 +1,5 @@
 // hisparse bench [MATRIX ...] [--preset large] [--scale M] [--family SPEC ...] [--no-suite]
-//                [--precision f32,f64] [--l2 warm|cold|both] [--ops spmv,copy,add] [--runs N] [--warmup N] [--warmup-ms MS]
+//                [--precision f32,f64] [--l2 warm|cold|both] [--ops spmv,copy,add|none] [--runs N] [--warmup N] [--warmup-ms MS]
 //                [--json F] [--csv F] [--markdown F] [--no-wide-nodes] [--conversion] [--host-only | --gpu-conversion-only]
 // SpMV, SpMV^T, add, add^T and copy of HiSparse against cuSPARSE CSR (SpMV
 // ALG1 and ALG2, csrgeam2, csr2csc, copying the arrays) on the SuiteSparse
@@ -376,7 +376,9 @@ void add_bench_command(CLI::App& app) {
   sub->add_flag("--no-suite", c->no_suite, "only the files and families given");
   sub->add_option("--precision", c->precision, "f32, f64 or f32,f64 (default)");
   sub->add_option("--l2", c->l2, "warm, cold or both (default warm)");
-  sub->add_option("--ops", c->ops, "operations to time, from spmv, copy, add (default: all three; spmv includes SpMV^T, add A^T + B^T)");
+  sub->add_option("--ops", c->ops,
+                  "operations to time, from spmv, copy, add (default: all three; spmv includes SpMV^T, add A^T + B^T), "
+                  "or none (with --conversion: the conversions alone, their SpMV unit still timed)");
   sub->add_option("--runs", c->opt.runs, "timed runs (100)")->check(CLI::Range(1, 100000));
   sub->add_option("--warmup", c->opt.warmup, "warm-up runs, at least (20)")->check(CLI::Range(0, 100000));
   sub->add_option("--warmup-ms", c->opt.warmup_ms, "warm-up time, at least (50 ms): the clocks come back up after host work")
@@ -402,13 +404,13 @@ void add_bench_command(CLI::App& app) {
     }
     if (c->l2 != "warm" && c->l2 != "cold" && c->l2 != "both") throw UsageError("--l2 must be warm, cold or both");
     c->opt.spmv = c->opt.copy = c->opt.add = false;
-    for (std::size_t at = 0; at <= c->ops.size();) {
+    for (std::size_t at = 0; c->ops != "none" && at <= c->ops.size();) {
       const std::size_t end = std::min(c->ops.find(',', at), c->ops.size());
       const std::string op = c->ops.substr(at, end - at);
       if (op == "spmv") c->opt.spmv = true;
       else if (op == "copy") c->opt.copy = true;
       else if (op == "add") c->opt.add = true;
-      else throw UsageError("--ops: unknown operation '" + printable_text(op) + "' (spmv, copy, add)");
+      else throw UsageError("--ops: unknown operation '" + printable_text(op) + "' (spmv, copy, add; or none alone)");
       at = end + 1;
     }
     const bool f32 = c->precision.find("f32") != std::string::npos, f64 = c->precision.find("f64") != std::string::npos;
