@@ -8,8 +8,10 @@
 #   [TESTS='ConvertGpu.*:EditGpu.*'] [MEMCHECK='ConvertGpu.WideNodes'] [FAMILIES='rmat:scale=22 ...']
 #   [PRECISION=f32] [RUNS=5] [ROUNDS=1] [BENCH='--gpu-conversion-only --ops none --l2 warm'] tools/gpu_ab.sh
 # TESTS=none or FAMILIES=none skip that part. Time on an H200 (2026-11-29): the
-# conversion tests ~60 s; a 65-90 M-entry family ~40 s a process in one
-# precision (its host-side checks: build, to_csr, the transpose).
+# conversion tests ~60 s; a 65-90 M-entry family took ~90 s a process in f32
+# and f64 with the SpMV benches (--ops spmv): most of it host-side (the
+# matrix generated, built and checked); one precision with --ops none should
+# take well under half of that (not yet measured).
 set -u
 root=$PWD/.devbuild
 out=${OUT:-/tmp}
