@@ -148,8 +148,9 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   // The long block rows are summed too (perf-log C32) where their entries
   // under COOW nodes will be filled by ranks: then only those of them with
   // an entry under a standard node emit leaves, once the rule has run.
-  bool long_sums = sums_first && n_long > 0 && long_sums_apply(b) && grid_cols <= coow_rank_bins &&
-                         coow_fill_fits<V, I>(grid_cols);
+  // (ranks_fit: the fill by ranks' own limits, which by_ranks below needs too)
+  const bool ranks_fit = grid_cols <= coow_rank_bins && 2 * b <= 16 && coow_fill_fits<V, I>(grid_cols);
+  bool long_sums = sums_first && n_long > 0 && long_sums_apply(b) && ranks_fit;
   // The leaf arrays: room for the warp kernel's leaves and a leaf per entry
   // of the other block rows; summed first, of the long ones alone (or none),
   // grown once the rule has said which block rows emit theirs.
@@ -298,8 +299,7 @@ std::optional<DeviceMatrix<V>> build_csr_blocks(WorkMemory& w, const DeviceCsrVi
   // where block rows were summed and never sorted: those send their entries
   // to the stand-ins' nodes, so the general path takes the matrix.)
   if (sums_first && k.coow_nodes != pruned.stand_ins) return std::nullopt;
-  const bool by_ranks = k.coow_nodes && pruned.coow.get() && k.coow_nodes == pruned.stand_ins &&
-                        grid_cols <= coow_rank_bins && 2 * b <= 16 && coow_fill_fits<V, I>(grid_cols);
+  const bool by_ranks = k.coow_nodes && pruned.coow.get() && k.coow_nodes == pruned.stand_ins && ranks_fit;
   // Summed long block rows leave their COOW entries to the fill by ranks
   // (long_sums implies every condition of by_ranks that the guard above does
   // not: this cannot fire, and stays as the statement of that dependence).

@@ -76,6 +76,15 @@ __device__ inline void flush_shared_sums(const SharedSums& m, const CellSums& c,
   }
 }
 
+// The sums kernels' check of an entry (at e0 + k, column col; bit kc of
+// `starts` marks a row's first entry): in range, and after its row's entry
+// before it (the general path takes a matrix that fails it).
+template <class V, class I>
+__device__ inline bool sums_entry_ok(const CsrBlockArgs<V, I>& a, const u32* starts, u64 e0, u64 k, u32 kc, I col) {
+  const bool row_start = (starts[kc / 32] >> (kc % 32)) & 1u;
+  return index_ok(col, a.cols) && (row_start || a.col[e0 + k - 1] < col);
+}
+
 __device__ inline void add_leaves(u32 my_leaves, const CellSums& c) {
   const unsigned warp_leaves = __reduce_add_sync(0xFFFFFFFFu, static_cast<unsigned>(my_leaves));
   if (threadIdx.x % 32 == 0 && warp_leaves) atomicAdd(c.leaves, static_cast<unsigned long long>(warp_leaves));
@@ -134,8 +143,7 @@ __global__ void __launch_bounds__(block_sums_threads) csr_block_sums_kernel(CsrB
       const u32 k = threadIdx.x + x * T;
       if (k >= m) continue;
       const I col = cv[x];
-      const bool row_start = (starts[k / 32] >> (k % 32)) & 1u;
-      if (!index_ok(col, a.cols) || (!row_start && !(a.col[e0 + k - 1] < col))) {
+      if (!sums_entry_ok(a, starts, e0, k, k, col)) {
         bad = true;
         continue;
       }
@@ -311,8 +319,7 @@ __global__ void __launch_bounds__(block_sums_threads)
         const u64 k = c0 + kc;
         if (k >= m) continue;
         const I col = cv[x];
-        const bool row_start = (starts[kc / 32] >> (kc % 32)) & 1u;
-        if (!index_ok(col, a.cols) || (!row_start && !(a.col[e0 + k - 1] < col))) {
+        if (!sums_entry_ok(a, starts, e0, k, kc, col)) {
           bad = true;
           continue;
         }

@@ -146,9 +146,7 @@ bool extract_rows(WorkMemory& w, const DeviceMatrix<V>& a, const Frontier& f, I*
   auto stage_for = [&](auto kernel) {
     std::size_t stage = row_out ? 0 : std::size_t{extract_stage_bytes<I, Out>()} * warps;
     if (stage > 0 && !dynamic_shared_fits(kernel, stage, "cudaFuncGetAttributes(row fill)")) stage = 0;
-    if (stage > 0)
-      cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(stage)),
-                 "cudaFuncSetAttribute(row fill)");
+    if (stage > 0) allow_dynamic_shared(kernel, stage, "cudaFuncSetAttribute(row fill)");
     args.stage_ok = stage > 0;
     return stage;
   };
