@@ -146,8 +146,12 @@ __device__ inline void put_leaf_entry(const CsrBlockArgs<V, I>& a, u32 t, u32 ty
 // counts) or fill (every entry at its rank).
 enum class CsrWarpPass { scout, count, fill };
 
+// The f32 fill is held to four blocks a multiprocessor, as before the next
+// group's loads (63 registers, no spill; unbounded they take it to 74 and
+// three blocks). The f64 fill is not (80 registers: held to 64 it spills).
 template <class V, class I, CsrWarpPass Pass>
-__global__ void __launch_bounds__(csr_warp_threads) csr_warp_rows_kernel(CsrBlockArgs<V, I> a) {
+__global__ void __launch_bounds__(csr_warp_threads, Pass == CsrWarpPass::fill && sizeof(V) == 4 ? 4 : 1)
+    csr_warp_rows_kernel(CsrBlockArgs<V, I> a) {
   constexpr bool scout = Pass == CsrWarpPass::scout, fill = Pass == CsrWarpPass::fill;
   constexpr u32 warps = csr_warp_threads / 32;
   __shared__ u64 rp_all[warps][257];
@@ -292,20 +296,26 @@ __global__ void __launch_bounds__(csr_warp_threads) csr_warp_rows_kernel(CsrBloc
         __syncwarp();
       }
     }
-    // Four chunks of 32 entries loaded before any is handled (4x the loads in
-    // flight; the handling waits on shared memory, not on these).
+    // Chunks of 32 entries four at a time (4x the loads in flight), and the
+    // next four loaded before these are handled: Nsight showed a quarter of
+    // the fill's stall samples on the first use of a group's columns when
+    // each group was loaded and then waited on (perf-log C35).
     constexpr u32 ahead = 4;
     I carry = I(0);     // scout: the column of the entry before the chunk
     u32 rows_before = 0;  // bitmap: the rows begun before the chunk
-    for (u64 base = 0; base < m; base += 32 * ahead) {
-      I cs[ahead];
-      V vs[ahead];
+    I cs[ahead], next_cs[ahead];
+    V vs[ahead], next_vs[ahead];
+    const auto load_group = [&](u64 base, I(&c)[ahead], V(&v)[ahead]) {
 #pragma unroll
       for (u32 q = 0; q < ahead; ++q) {
         const u64 k = base + 32 * q + lane;
-        cs[q] = k < m ? a.col[e0 + k] : I(0);
-        if constexpr (fill) vs[q] = k < m ? a.val[e0 + k] : V{};
+        c[q] = k < m ? a.col[e0 + k] : I(0);
+        if constexpr (fill) v[q] = k < m ? a.val[e0 + k] : V{};
       }
+    };
+    load_group(0, cs, vs);
+    for (u64 base = 0; base < m; base += 32 * ahead) {
+      load_group(base + 32 * ahead, next_cs, next_vs);  // (past the end: nothing loaded)
 #pragma unroll
       for (u32 q = 0; q < ahead; ++q) {
         const u64 c0 = base + 32 * q;
@@ -366,6 +376,11 @@ __global__ void __launch_bounds__(csr_warp_threads) csr_warp_rows_kernel(CsrBloc
               put_leaf_entry(a, t_leaf, t_type, t_count, t_off, rank, r0 + row, static_cast<u64>(c), e, vs[q]);
           }
         }
+      }
+#pragma unroll
+      for (u32 q = 0; q < ahead; ++q) {
+        cs[q] = next_cs[q];
+        if constexpr (fill) vs[q] = next_vs[q];
       }
     }
     if (scout) {
