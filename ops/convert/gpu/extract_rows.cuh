@@ -119,6 +119,14 @@ struct RowItem {
   u64 other;
 };
 
+// A COOW slice as the flattened walk needs it: its entries [lo, lo + len)
+// (a window's part of them), where its coordinates and values begin in the
+// pool (byte offsets: a pool is below 4 GiB) and its unit's first column.
+struct SliceLane {
+  u32 lo = 0, len = 0, coords = 0, values = 0;
+  u64 unit_col = 0;
+};
+
 template <class V, class I, class Out>
 struct RowArgs {
   Frontier f;  // the leaves, in tree order
@@ -249,31 +257,73 @@ __global__ void __launch_bounds__(extract_row_threads, P == RowPass::count ? 0 :
       for (u64 group = i_begin; group < i_end; group += 32) {
         const RowItem mine = load_item(group + lane);
         const u32 m = static_cast<u32>(i_end - group < 32 ? i_end - group : 32);
+        // A COOW slice per lane (one block row of its unit; plain state only):
+        // where its entries lie (rows [w0, w1) of them when windowed), all 32
+        // found at once.
+        const bool my_slice = lane < m && ref_type(mine.ref) == NodeType::coow;
+        const unsigned slices = __ballot_sync(full, my_slice);
+        SliceLane sl{};
+        if (my_slice) {
+          const CooLayout l = coow_layout(mine.n, sizeof(V));
+          sl.coords = ref_offset(mine.ref) + l.coord_offset;
+          sl.values = ref_offset(mine.ref) + l.value_offset;
+          sl.unit_col = mine.other << b;  // the unit's first leaf column (plain state: other is C)
+          u32 e_begin = mine.lo, e_end = mine.hi;
+          if (windowed && e_begin < e_end) {
+            const auto* coords = reinterpret_cast<const WideCoord*>(a.pool + sl.coords);
+            const u32 row_base = u32(coords[e_begin].row) & ~(d - 1);
+            const u32 b0 = first_row_at_least(coords, e_begin, e_end, row_base + w0);
+            e_end = first_row_at_least(coords, e_begin, e_end, row_base + w1);
+            e_begin = b0;
+          }
+          sl.lo = e_begin;
+          sl.len = e_end - e_begin;
+        }
         for (u32 src = 0; src < m; ++src) {
           const NodeRef ref = __shfl_sync(full, mine.ref, src);
           const u64 other = __shfl_sync(full, mine.other, src);
           const NodeType type = ref_type(ref);
           const std::byte* node = a.pool + ref_offset(ref);
-          if (type == NodeType::coow) {  // a slice: one block row of the unit (plain state only)
-            const CooLayout l = coow_layout(__shfl_sync(full, mine.n, src), sizeof(V));
-            const auto* coords = reinterpret_cast<const WideCoord*>(node + l.coord_offset);
-            const auto* vals = reinterpret_cast<const V*>(node + l.value_offset);
-            const u64 at0 = static_cast<u64>(vals - reinterpret_cast<const V*>(a.pool));
-            u32 e_begin = __shfl_sync(full, mine.lo, src), e_end = __shfl_sync(full, mine.hi, src);
-            if (windowed && e_begin < e_end) {  // rows [w0, w1) of the slice: one range
-              const u32 row_base = u32(coords[e_begin].row) & ~(d - 1);
-              const u32 b0 = first_row_at_least(coords, e_begin, e_end, row_base + w0);
-              e_end = first_row_at_least(coords, e_begin, e_end, row_base + w1);
-              e_begin = b0;
+          if (type == NodeType::coow) {
+            // The run of slices from src, flattened: their entries 32 at a
+            // time whatever slice each is of, in item order (so the places
+            // come out as one slice after the other would give them). A
+            // slice of R-MAT holds ~8 entries: one at a time left three
+            // lanes in four idle (perf-log C36).
+            const unsigned after = ~slices & (full << src);
+            const u32 end = after && u32(__ffs(after)) - 1 < m ? u32(__ffs(after)) - 1 : m;
+            const u32 mine_len = lane >= src && lane < end ? sl.len : 0;
+            u32 upto = mine_len;  // the run's inclusive scan of lengths
+#pragma unroll
+            for (u32 o = 1; o < 32; o *= 2) {
+              const u32 t = __shfl_up_sync(full, upto, o);
+              if (lane >= o) upto += t;
             }
-            const u64 unit_col = other << b;  // the unit's first leaf column (plain state: other is C)
-            for (u32 base = e_begin; base < e_end; base += 32) {
-              const u32 e = base + lane;
-              const bool present = e < e_end;
-              const WideCoord wc = present ? coords[e] : WideCoord{0, 0};
-              take(place_tag, present, u32(wc.row) & (d - 1), u32(wc.col) & (d - 1), present && Place ? vals[e] : V{},
-                   at0 + e, unit_col | (u32(wc.col) >> b));
+            const u32 first = upto - mine_len, total = __shfl_sync(full, upto, end - 1);
+            const u32 skew = sl.lo - first;  // entry p of the run is entry p + skew of its slice (mod 2^32)
+            for (u32 base = 0; base < total; base += 32) {
+              const u32 p = base + lane;
+              // The last slice of the run that starts at or before p (its
+              // starts do not decrease; the run's first starts at 0).
+              u32 k = src;
+#pragma unroll
+              for (u32 step = 16; step > 0; step /= 2) {
+                const u32 cand = k + step;
+                const u32 at = __shfl_sync(full, first, cand & 31u);
+                if (cand < end && at <= p) k = cand;
+              }
+              const u32 k_skew = __shfl_sync(full, skew, k);
+              const u32 k_coords = __shfl_sync(full, sl.coords, k), k_values = __shfl_sync(full, sl.values, k);
+              const u64 k_col = __shfl_sync(full, sl.unit_col, k);
+              const bool present = p < total;
+              const u32 e = p + k_skew;
+              const WideCoord wc =
+                  present ? reinterpret_cast<const WideCoord*>(a.pool + k_coords)[e] : WideCoord{0, 0};
+              const V v = present && Place ? reinterpret_cast<const V*>(a.pool + k_values)[e] : V{};
+              take(place_tag, present, u32(wc.row) & (d - 1), u32(wc.col) & (d - 1), v, k_values / sizeof(V) + e,
+                   k_col | (u32(wc.col) >> b));
             }
+            src = end - 1;  // (the loop's step: the item after the run)
           } else if (type == NodeType::dense) {
             const auto* mask = reinterpret_cast<const std::uint8_t*>(node);
             const auto* vals = reinterpret_cast<const V*>(node + dense_mask_bytes(b));
