@@ -119,12 +119,10 @@ struct RowItem {
   u64 other;
 };
 
-// A COOW slice as the flattened walk needs it: its entries [lo, lo + len)
-// (a window's part of them), where its coordinates and values begin in the
-// pool (byte offsets: a pool is below 4 GiB) and its unit's first column.
-struct SliceLane {
-  u32 lo = 0, len = 0, coords = 0, values = 0;
-  u64 unit_col = 0;
+// An item's entries as its lane finds them for the walk: [lo, lo + len), a
+// window's part of them (for a sparse leaf, set only where windowed).
+struct LaneItem {
+  u32 lo = 0, len = 0;
 };
 
 template <class V, class I, class Out>
@@ -257,20 +255,26 @@ __global__ void __launch_bounds__(extract_row_threads, P == RowPass::count ? 0 :
       for (u64 group = i_begin; group < i_end; group += 32) {
         const RowItem mine = load_item(group + lane);
         const u32 m = static_cast<u32>(i_end - group < 32 ? i_end - group : 32);
-        // A COOW slice per lane (one block row of its unit; plain state only):
-        // where its entries lie (rows [w0, w1) of them when windowed), all 32
-        // found at once.
-        const bool my_slice = lane < m && ref_type(mine.ref) == NodeType::coow;
+        // An item per lane: where its entries lie (rows [w0, w1) of them when
+        // windowed), all 32 found at once. Windowed, a leaf's two binary
+        // searches were made by the whole warp one item after the other,
+        // again for every window: on the 27-point stencil (block rows of
+        // ~3 500 entries in ~15 leaves, ~5 windows) most of the kernel's
+        // time (perf-log C37).
+        const NodeType my_type = lane < m ? ref_type(mine.ref) : NodeType::dense;
+        const bool my_slice = lane < m && my_type == NodeType::coow;
         const unsigned slices = __ballot_sync(full, my_slice);
-        SliceLane sl{};
+        LaneItem sl{};
+        if (windowed && lane < m && my_type != NodeType::coow && my_type != NodeType::dense) {
+          const CooLayout l = coo_layout(my_type, mine.n, sizeof(V));
+          const auto* coords = reinterpret_cast<const LocalCoord*>(a.pool + ref_offset(mine.ref) + l.coord_offset);
+          sl.lo = first_row_at_least(coords, 0u, mine.n, w0);
+          sl.len = (w1 < d ? first_row_at_least(coords, 0u, mine.n, w1) : mine.n) - sl.lo;
+        }
         if (my_slice) {
-          const CooLayout l = coow_layout(mine.n, sizeof(V));
-          sl.coords = ref_offset(mine.ref) + l.coord_offset;
-          sl.values = ref_offset(mine.ref) + l.value_offset;
-          sl.unit_col = mine.other << b;  // the unit's first leaf column (plain state: other is C)
           u32 e_begin = mine.lo, e_end = mine.hi;
           if (windowed && e_begin < e_end) {
-            const auto* coords = reinterpret_cast<const WideCoord*>(a.pool + sl.coords);
+            const auto* coords = coow_coords(a.pool, mine.ref, mine.n);
             const u32 row_base = u32(coords[e_begin].row) & ~(d - 1);
             const u32 b0 = first_row_at_least(coords, e_begin, e_end, row_base + w0);
             e_end = first_row_at_least(coords, e_begin, e_end, row_base + w1);
@@ -312,13 +316,18 @@ __global__ void __launch_bounds__(extract_row_threads, P == RowPass::count ? 0 :
                 const u32 at = __shfl_sync(full, first, cand & 31u);
                 if (cand < end && at <= p) k = cand;
               }
+              // (its node's place and unit from the item's own fields: fewer
+              // registers a lane than holding them, as many shuffles)
               const u32 k_skew = __shfl_sync(full, skew, k);
-              const u32 k_coords = __shfl_sync(full, sl.coords, k), k_values = __shfl_sync(full, sl.values, k);
-              const u64 k_col = __shfl_sync(full, sl.unit_col, k);
+              const NodeRef k_ref = __shfl_sync(full, mine.ref, k);
+              const CooLayout l = coow_layout(__shfl_sync(full, mine.n, k), sizeof(V));
+              const u64 k_col = __shfl_sync(full, mine.other, k) << b;  // the unit's first leaf column (plain state)
+              const u32 k_values = ref_offset(k_ref) + l.value_offset;  // (a pool is below 4 GiB)
               const bool present = p < total;
               const u32 e = p + k_skew;
-              const WideCoord wc =
-                  present ? reinterpret_cast<const WideCoord*>(a.pool + k_coords)[e] : WideCoord{0, 0};
+              const WideCoord wc = present ? reinterpret_cast<const WideCoord*>(a.pool + ref_offset(k_ref) +
+                                                                                l.coord_offset)[e]
+                                           : WideCoord{0, 0};
               const V v = present && Place ? reinterpret_cast<const V*>(a.pool + k_values)[e] : V{};
               take(place_tag, present, u32(wc.row) & (d - 1), u32(wc.col) & (d - 1), v, k_values / sizeof(V) + e,
                    k_col | (u32(wc.col) >> b));
@@ -342,9 +351,9 @@ __global__ void __launch_bounds__(extract_row_threads, P == RowPass::count ? 0 :
             const auto* vals = reinterpret_cast<const V*>(node + l.value_offset);
             const u64 at0 = static_cast<u64>(vals - reinterpret_cast<const V*>(a.pool));
             u32 e_begin = 0, e_end = n;
-            if (windowed) {  // the leaf's entries of rows [w0, w1): row-major, one range
-              e_begin = first_row_at_least(coords, 0, n, w0);
-              e_end = w1 < d ? first_row_at_least(coords, 0, n, w1) : n;
+            if (windowed) {  // the leaf's entries of rows [w0, w1) (row-major: one range), found by its lane
+              e_begin = __shfl_sync(full, sl.lo, src);
+              e_end = e_begin + __shfl_sync(full, sl.len, src);
             }
             // Four chunks of 32 entries loaded before any is placed: a warp keeps
             // four loads in flight instead of one (the placing of a chunk waits
