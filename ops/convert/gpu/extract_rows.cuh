@@ -22,7 +22,9 @@
 // column order. Transposed pools with COOW nodes take the general path.
 //
 // A warp walks its items' entries one item after the other (their lookups,
-// a chain of dependent loads each, are made 32 at a time, a lane per item): a
+// a chain of dependent loads each, are made 32 at a time, a lane per item;
+// a run of COOW slices, ~8 entries each on R-MAT, is walked as one, 32 of
+// its entries at a time whatever slice each is of: perf-log C36): a
 // block row of many items (a circuit's dense row meets every leaf column)
 // would serialise the call, and did (perf-log C9: 376 ms for the circuit 8 M). So the work is tasks: a block
 // row of at most extract_chunk_items items is one task; a longer one is cut
@@ -262,7 +264,8 @@ __global__ void __launch_bounds__(extract_row_threads, P == RowPass::count ? 0 :
         // ~3 500 entries in ~15 leaves, ~5 windows) most of the kernel's
         // time (perf-log C37).
         const NodeType my_type = lane < m ? ref_type(mine.ref) : NodeType::dense;
-        const bool my_slice = lane < m && my_type == NodeType::coow;
+        // (the one-pass kernel runs only without COOW nodes: extract_gpu.cuh)
+        const bool my_slice = !Once && lane < m && my_type == NodeType::coow;
         const unsigned slices = __ballot_sync(full, my_slice);
         LaneItem sl{};
         if (windowed && lane < m && my_type != NodeType::coow && my_type != NodeType::dense) {
@@ -288,20 +291,20 @@ __global__ void __launch_bounds__(extract_row_threads, P == RowPass::count ? 0 :
           const u64 other = __shfl_sync(full, mine.other, src);
           const NodeType type = ref_type(ref);
           const std::byte* node = a.pool + ref_offset(ref);
-          if (type == NodeType::coow) {
+          if (!Once && type == NodeType::coow) {
             // The run of slices from src, flattened: their entries 32 at a
             // time whatever slice each is of, in item order (so the places
             // come out as one slice after the other would give them). A
             // slice of R-MAT holds ~8 entries: one at a time left three
             // lanes in four idle (perf-log C36).
             const unsigned after = ~slices & (full << src);
-            const u32 end = after && u32(__ffs(after)) - 1 < m ? u32(__ffs(after)) - 1 : m;
+            const u32 end = after ? u32(__ffs(after)) - 1 : 32u;  // (lanes from m on are no slices)
             const u32 mine_len = lane >= src && lane < end ? sl.len : 0;
             u32 upto = mine_len;  // the run's inclusive scan of lengths
 #pragma unroll
             for (u32 o = 1; o < 32; o *= 2) {
-              const u32 t = __shfl_up_sync(full, upto, o);
-              if (lane >= o) upto += t;
+              const u32 below = __shfl_up_sync(full, upto, o);
+              if (lane >= o) upto += below;
             }
             const u32 first = upto - mine_len, total = __shfl_sync(full, upto, end - 1);
             const u32 skew = sl.lo - first;  // entry p of the run is entry p + skew of its slice (mod 2^32)
