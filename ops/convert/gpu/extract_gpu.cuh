@@ -19,6 +19,7 @@
 #include <limits>
 #include <string>
 
+#include "extract_bands.cuh"
 #include "extract_kernels.cuh"
 #include "extract_row_tasks.cuh"
 #include "extract_rows.cuh"
@@ -62,6 +63,8 @@ bool extract_rows(WorkMemory& w, const DeviceMatrix<V>& a, const Frontier& f, I*
     coow = read_back(w, any.get(), "read COOW check") != 0;
   }
   if (coow && a.transposed()) return false;  // a COOW node's columns are not one range of it
+  // COOW nodes alone (R-MAT's pools): by row windows (extract_bands.cuh), where that applies.
+  if (coow && extract_bands<V, I, Out>(w, a, f, row_out, row_ptr, col_out, val_out)) return true;
   // The items (leaves, and the slices of COOW nodes) grouped by logical block
   // row, stably (tree order within one).
   u64 items = f.size;
