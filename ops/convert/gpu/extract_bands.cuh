@@ -23,7 +23,9 @@
 // Where it does not apply (b > band_max_log2_d, a band of more than
 // band_max_nodes nodes, a window table larger than its bound) it returns
 // false before writing anything, and the row path takes the pool.
+#include <algorithm>
 #include <bit>
+#include <type_traits>
 
 #include <cub/block/block_radix_sort.cuh>
 #include <cub/block/block_scan.cuh>
@@ -89,6 +91,8 @@ __global__ void band_window_heads_kernel(const u32* start, u64 rows, u32 b, u32*
     if (r != band0) {
       const u32 here = start[r] - start[band0], before = start[r - 1] - start[band0];
       const u32 count = start[r + 1] - start[r], count_before = here - before;
+      // (a row after a heavy one also crosses a span's edge while band_heavy >=
+      // band_span; said anyway, so that the rule does not rest on the sizes)
       h = count > band_heavy || count_before > band_heavy || here / band_span != before / band_span;
     }
     head[r] = h;
