@@ -151,12 +151,7 @@ bool extract_bands(WorkMemory& w, const DeviceMatrix<V>& a, const Frontier& f, I
   const auto grid = static_cast<unsigned>(std::min<u64>(tickets, u64(sms) * u64(per_sm > 0 ? per_sm : 1)));
   if (grid > 0) band_fill_kernel<V, I, Out><<<grid, band_threads, fill_shared, st>>>(args);
   w.check_launch("window fill kernel");
-  if (row_ptr) {
-    row_ptr_from_starts_kernel<I><<<blocks_for(rows + 1), 256, 0, st>>>(start.get(), rows, row_ptr);
-    w.check_launch("row pointer kernel");
-  }
-  w.phase("rows written");
-  w.sync("cudaStreamSynchronize(GPU extraction)");
+  finish_counted_rows(w, start.get(), rows, row_ptr);
   return true;
 }
 

@@ -200,12 +200,7 @@ bool extract_rows(WorkMemory& w, const DeviceMatrix<V>& a, const Frontier& f, I*
   const std::size_t stage = stage_for(extract_rows_kernel<V, I, Out, RowPass::fill>);
   extract_rows_kernel<V, I, Out, RowPass::fill><<<grid, extract_row_threads, stage, st>>>(args);
   w.check_launch("row fill kernel");
-  if (row_ptr) {
-    row_ptr_from_starts_kernel<I><<<blocks_for(rows + 1), 256, 0, st>>>(start.get(), rows, row_ptr);
-    w.check_launch("row pointer kernel");
-  }
-  w.phase("rows written");
-  w.sync("cudaStreamSynchronize(GPU extraction)");
+  finish_counted_rows(w, start.get(), rows, row_ptr);
   return true;
 }
 
