@@ -19,6 +19,7 @@
 #include <limits>
 #include <string>
 
+#include "extract_bands.cuh"
 #include "extract_kernels.cuh"
 #include "extract_row_tasks.cuh"
 #include "extract_rows.cuh"
@@ -51,8 +52,8 @@ bool extract_rows(WorkMemory& w, const DeviceMatrix<V>& a, const Frontier& f, I*
   const u32 b = a.shape().log2_node_size;
   const u64 n = a.nnz(), rows = a.rows(), blocks = (rows + (u64{1} << b) - 1) >> b;
   // Per-row arrays no larger than the general path's per-entry ones (the
-  // documented work bound); no block row so long that its warp serialises the call.
-  if (rows > 2 * n + 4096 || n > (blocks << 16) || blocks >= 0xFFFFFFFFull) return false;
+  // documented work bound).
+  if (rows > 2 * n + 4096 || blocks >= 0xFFFFFFFFull) return false;
   bool coow = false;
   {
     Array<unsigned> any(w, 1);
@@ -62,6 +63,10 @@ bool extract_rows(WorkMemory& w, const DeviceMatrix<V>& a, const Frontier& f, I*
     coow = read_back(w, any.get(), "read COOW check") != 0;
   }
   if (coow && a.transposed()) return false;  // a COOW node's columns are not one range of it
+  // COOW nodes alone (R-MAT's pools): by row windows (extract_bands.cuh), where that applies.
+  // (before the row path's limit on long block rows: a hub's rows are windows alone here)
+  if (coow && extract_bands<V, I, Out>(w, a, f, row_out, row_ptr, col_out, val_out)) return true;
+  if (n > (blocks << 16)) return false;  // no block row so long that its warp serialises the call
   // The items (leaves, and the slices of COOW nodes) grouped by logical block
   // row, stably (tree order within one).
   u64 items = f.size;
@@ -195,12 +200,7 @@ bool extract_rows(WorkMemory& w, const DeviceMatrix<V>& a, const Frontier& f, I*
   const std::size_t stage = stage_for(extract_rows_kernel<V, I, Out, RowPass::fill>);
   extract_rows_kernel<V, I, Out, RowPass::fill><<<grid, extract_row_threads, stage, st>>>(args);
   w.check_launch("row fill kernel");
-  if (row_ptr) {
-    row_ptr_from_starts_kernel<I><<<blocks_for(rows + 1), 256, 0, st>>>(start.get(), rows, row_ptr);
-    w.check_launch("row pointer kernel");
-  }
-  w.phase("rows written");
-  w.sync("cudaStreamSynchronize(GPU extraction)");
+  finish_counted_rows(w, start.get(), rows, row_ptr);
   return true;
 }
 

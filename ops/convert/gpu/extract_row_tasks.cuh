@@ -5,6 +5,7 @@
 // (one per block row of their unit that holds entries), the block rows' first
 // items, and the row pointers from the rows' starts.
 #include "extract_rows.cuh"
+#include "work_memory.cuh"
 
 namespace hisparse::ops::convert_detail {
 
@@ -141,6 +142,18 @@ template <class I>
 __global__ void row_ptr_from_starts_kernel(const u32* start, u64 rows, I* row_ptr) {
   for (u64 r = blockIdx.x * u64(blockDim.x) + threadIdx.x; r <= rows; r += u64(gridDim.x) * blockDim.x)
     row_ptr[r] = static_cast<I>(start[r]);
+}
+
+// The end of an extraction that counted its rows first: the CSR's row
+// pointers from the rows' starts (COO: row_ptr null), then the stream's work done.
+template <class I>
+void finish_counted_rows(WorkMemory& w, const u32* start, u64 rows, I* row_ptr) {
+  if (row_ptr) {
+    row_ptr_from_starts_kernel<I><<<blocks_for(rows + 1), 256, 0, w.stream()>>>(start, rows, row_ptr);
+    w.check_launch("row pointer kernel");
+  }
+  w.phase("rows written");
+  w.sync("cudaStreamSynchronize(GPU extraction)");
 }
 
 }  // namespace hisparse::ops::convert_detail

@@ -493,6 +493,20 @@ TEST(ConvertGpu, WideNodes) {
   run("4096^2, 8000 entries d64 (wide root)", random_coo<float>(4096, 4096, 8000, rng), 64);
   run("100000 x 60000, 200000 entries d128", random_coo<double>(100000, 60000, 200000, rng), 128);
   run("70000^2, 300000 entries d256 (65536-wide coordinates)", random_coo<double>(70000, 70000, 300000, rng), 256);
+  {
+    // COOW nodes alone at d 128 (the extraction by row windows,
+    // extract_bands.cuh): scattered entries, three hub rows of 5 000 entries
+    // (windows alone), rows of 2 047 and 2 049 entries (a window's bound),
+    // empty rows, partial bands at the edges.
+    auto c = random_coo<float>(40000, 50000, 600000, rng);
+    for (const index_t r : {index_t{7}, index_t{20000}, index_t{39999}})
+      for (index_t k = 0; k < 5000; ++k) c.push(r, (k * 9973 + r) % 50000, random_value<float>(rng));
+    for (const index_t r : {index_t{100}, index_t{101}, index_t{102}})
+      for (index_t k = 0; k < (r == 101 ? 2047 : 2049); ++k) c.push(r, (k * 24 + r) % 50000, random_value<float>(rng));
+    const PoolStats ps = validate(build_matrix(c, BuildOptions{128, true}).content());
+    ASSERT_EQ(ps.leaf, 0u) << "the case must hold COOW nodes alone";
+    run("40000 x 50000, 600000 entries and hub rows, d128 (COOW nodes alone)", c, 128);
+  }
 }
 
 // The CSR path's COOW decision before the leaves are sorted
