@@ -276,8 +276,11 @@ __global__ void __launch_bounds__(band_threads) band_fill_kernel(BandArgs<V, I, 
       }
       __syncthreads();
       if (!one_row) {
-        // Rows within the window: below d^2 <= 2^14; the padding sorts last.
-        const auto pad = static_cast<std::uint16_t>(1u << (2 * b));
+        // Rows within the window: below r1 - r0 <= d^2 <= 2^14; the padding
+        // (r1 - r0) sorts last. The sort looks at the bits those take alone:
+        // R-MAT's windows of ~130 rows sort in two passes instead of four.
+        const u32 span = r1 - r0;
+        const auto pad = static_cast<std::uint16_t>(span);
         std::uint16_t key[band_items], from[band_items];
 #pragma unroll
         for (u32 j = 0; j < band_items; ++j) {
@@ -286,7 +289,7 @@ __global__ void __launch_bounds__(band_threads) band_fill_kernel(BandArgs<V, I, 
           from[j] = static_cast<std::uint16_t>(p);
         }
         // (stable: a row's entries keep their node order, which is column order)
-        Sort(tmp.sort).SortBlockedToStriped(key, from, 0, static_cast<int>(2 * b) + 1);
+        Sort(tmp.sort).SortBlockedToStriped(key, from, 0, 32 - __clz(static_cast<int>(span)));  // (bit width; span >= 2)
 #pragma unroll
         for (u32 j = 0; j < band_items; ++j) {
           const u32 s = j * T + threadIdx.x;
