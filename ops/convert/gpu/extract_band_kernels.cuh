@@ -7,6 +7,7 @@
 
 #include <cub/block/block_radix_sort.cuh>
 #include <cub/block/block_scan.cuh>
+#include <cuda/functional>
 
 #include "extract_rows.cuh"
 
@@ -153,7 +154,8 @@ constexpr std::size_t band_stage_bytes() {
 }
 
 // The last node of a window whose part starts at or before place p (places
-// do not decrease; node 0's is 0): a binary search in shared memory.
+// do not decrease; node 0's is 0): a binary search in shared memory, for a
+// window of one row (its entries may be more than the stage holds).
 __device__ inline u32 band_node_at(const u32* place, u32 nodes, u32 p) {
   u32 lo = 0, hi = nodes - 1;
   while (lo < hi) {
@@ -173,7 +175,11 @@ inline constexpr u32 band_ahead = 4;
 // node after node, sorted stably by row (a window of one row is in place
 // already), written out as one range. A thread takes places, not nodes: a
 // node's part of a window is ~16 entries on R-MAT, and a warp per node would
-// wait on each node's lookups in turn.
+// wait on each node's lookups in turn. A staged window finds each place's
+// node in a table (owner: each nonempty part's node at its first place, then
+// a max-scan), one shared load where a binary search was ~8 dependent ones
+// (Nsight put half the kernel's stall samples on the searches and the loads
+// they held back).
 template <class V, class I, class Out>
 __global__ void __launch_bounds__(band_threads) band_fill_kernel(BandArgs<V, I, Out> a) {
   constexpr u32 T = band_threads, per = band_max_nodes / T;
@@ -181,8 +187,12 @@ __global__ void __launch_bounds__(band_threads) band_fill_kernel(BandArgs<V, I, 
   using Scan = CUB_NS_QUALIFIER::BlockScan<u32, T>;
   __shared__ union {
     typename Sort::TempStorage sort;
-    typename Scan::TempStorage scan;
+    struct {
+      typename Scan::TempStorage scan;
+      std::uint16_t owner[band_stage];  // a staged window's place -> node (nodes <= 1024)
+    } load;
   } tmp;
+  static_assert(band_max_nodes <= 0x10000, "a node's index fits the owner table");
   // Per node of the band: where its coordinates and values begin (byte
   // offsets: a pool is below 4 GiB) and its unit's first column, kept while
   // the windows are of one band; per window, its first place among the
@@ -222,6 +232,11 @@ __global__ void __launch_bounds__(band_threads) band_fill_kernel(BandArgs<V, I, 
       const u64 lw = w - a.wfirst[q];
       const u32* at = a.seg + a.table[q];
       const u32 out0 = a.start[r0], total = a.start[r1] - out0;
+      // One row: node order is its column order, and its entries go straight
+      // out, coalesced, however many. Several (at most band_stage): staged.
+      const bool one_row = r1 - r0 == 1;
+      if (!one_row)  // (the table is cleared before its nodes are set, across the barrier below)
+        for (u32 p = threadIdx.x; p < total; p += T) tmp.load.owner[p] = 0;
       u32 len[per], place[per];
 #pragma unroll
       for (u32 j = 0; j < per; ++j) {
@@ -230,15 +245,33 @@ __global__ void __launch_bounds__(band_threads) band_fill_kernel(BandArgs<V, I, 
         len[j] = g < nodes ? at[(lw + 1) * nodes + g] - lo : 0;
         if (g < nodes) first_of[g] = lo;
       }
-      Scan(tmp.scan).ExclusiveSum(len, place);
+      Scan(tmp.load.scan).ExclusiveSum(len, place);
 #pragma unroll
       for (u32 j = 0; j < per; ++j)
         if (threadIdx.x * per + j < nodes) place_of[threadIdx.x * per + j] = place[j];
       __syncthreads();
       if (threadIdx.x == 0) band_held = q;  // (read again only after the next barrier)
-      // One row: node order is its column order, and its entries go straight
-      // out, coalesced, however many. Several (at most band_stage): staged.
-      const bool one_row = r1 - r0 == 1;
+      if (!one_row) {
+        // A nonempty part's node at its first place (distinct places), then
+        // each place takes the largest node at or before it.
+#pragma unroll
+        for (u32 j = 0; j < per; ++j)
+          if (len[j] > 0) tmp.load.owner[place[j]] = static_cast<std::uint16_t>(threadIdx.x * per + j);
+        __syncthreads();
+        u32 o[band_items];
+#pragma unroll
+        for (u32 j = 0; j < band_items; ++j) {
+          const u32 p = threadIdx.x * band_items + j;
+          o[j] = p < total ? tmp.load.owner[p] : 0;
+        }
+        Scan(tmp.load.scan).InclusiveScan(o, o, cuda::maximum<u32>{});
+#pragma unroll
+        for (u32 j = 0; j < band_items; ++j) {
+          const u32 p = threadIdx.x * band_items + j;
+          if (p < total) tmp.load.owner[p] = static_cast<std::uint16_t>(o[j]);  // (its own places: no race)
+        }
+        __syncthreads();
+      }
       const u32 band_row0 = static_cast<u32>(q << (2 * b));
       for (u32 base = 0; base < total; base += band_ahead * T) {
         WideCoord wc[band_ahead];
@@ -248,12 +281,14 @@ __global__ void __launch_bounds__(band_threads) band_fill_kernel(BandArgs<V, I, 
         for (u32 j = 0; j < band_ahead; ++j) {
           const u32 p = base + j * T + threadIdx.x;
           if (p >= total) continue;
-          const u32 g = band_node_at(place_of, nodes, p), e = first_of[g] + (p - place_of[g]);
+          const u32 g = one_row ? band_node_at(place_of, nodes, p) : tmp.load.owner[p];
+          const u32 e = first_of[g] + (p - place_of[g]);
           node[j] = g;
           wc[j] = reinterpret_cast<const WideCoord*>(a.pool + coord_base[g])[e];
           if constexpr (std::is_same_v<Out, V>) {
-            const V v = reinterpret_cast<const V*>(a.pool + value_base[g])[e];
-            value[j] = a.unscaled ? v : a.scale * v;
+            // (scaled where it is stored: used here, each load would be waited
+            // on before the next place's lookup)
+            value[j] = reinterpret_cast<const V*>(a.pool + value_base[g])[e];
           } else {
             value[j] = static_cast<Out>(value_base[g] / sizeof(V) + e);
           }
@@ -263,6 +298,8 @@ __global__ void __launch_bounds__(band_threads) band_fill_kernel(BandArgs<V, I, 
           const u32 p = base + j * T + threadIdx.x;
           if (p >= total) continue;
           const I col = static_cast<I>(col_of[node[j]] | wc[j].col);
+          if constexpr (std::is_same_v<Out, V>)
+            if (!a.unscaled) value[j] = a.scale * value[j];
           if (one_row) {
             if (a.row_out) a.row_out[out0 + p] = static_cast<I>(r0);
             a.col_out[out0 + p] = col;
