@@ -100,7 +100,7 @@ void expect_coo(const std::vector<I>& row, const std::vector<I>& col, const std:
 // The four extraction forms of `dev` in its current state against the host's.
 template <class V, class I>
 void check_extract(const DeviceMatrix<V>& dev, const HostState<V>& st, cudaStream_t stream) {
-  SCOPED_TRACE(st.transposed ? "state T, scale -2" : "state N");
+  SCOPED_TRACE(std::string(st.transposed ? "state T" : "state N") + ", scale " + std::to_string(double(st.scale)));
   ASSERT_EQ(dev.transposed(), st.transposed);
   const std::uint64_t nnz = dev.nnz();
   const index_t rows = dev.rows();

@@ -130,7 +130,10 @@ HostCase<V> prepare(const std::string& what, Coo<V> coo, const BuildOptions& opt
     shuffle_within_rows(hc.shuffled, rng);
     hc.host_shuffled = build_matrix(csr_to_coo(hc.shuffled), options);
   }
-  for (const auto& [t, s] : {std::pair{false, V(1)}, std::pair{true, V(-2)}}) {
+  // Plain, scaled, and transposed and scaled: the extraction scales where it
+  // stores, in each of its paths (the bands and row paths take plain-state
+  // pools alone, so a scaled plain state is theirs to get right too).
+  for (const auto& [t, s] : {std::pair{false, V(1)}, std::pair{false, V(-2)}, std::pair{true, V(-2)}}) {
     HostState<V> st;
     st.transposed = t;
     st.scale = s;
