@@ -16,6 +16,7 @@ set -u
 root=$PWD/.devbuild
 out=${OUT:-/tmp}
 export HISPARSE_MATRICES_DIR=$root/matrices
+export HISPARSE_BENCH_LOG=1  # each bench step's seconds in its log: where a process's time goes
 base=$root/lib:$root/build/ops:$root/build/formats:$root/build/formats/gpu:$root/build/runtime
 lib_a=$base
 lib_b=$root/ab/B:$base

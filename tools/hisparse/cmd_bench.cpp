@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <numeric>
 #include <cstdio>
 #include <filesystem>
@@ -425,8 +426,18 @@ void add_bench_command(CLI::App& app) {
     const auto in = inputs(*c);
     std::vector<BenchRecord> rs;
     const bool tty = isatty(fileno(stderr));
+    // HISPARSE_BENCH_LOG: each step on its own line with the seconds since
+    // the start, on a pipe too (where a device call's time goes: the host's
+    // generation and checks, or the timed GPU work).
+    static const bool step_log = std::getenv("HISPARSE_BENCH_LOG") != nullptr;
+    const auto t_start = std::chrono::steady_clock::now();
     auto status = [&](std::size_t i, const std::string& what) {
-      if (tty) std::fprintf(stderr, "\r\033[K[%zu/%zu] %s (%s)", i + 1, in.size(), in[i].name.c_str(), what.c_str());
+      if (step_log) {
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+        std::fprintf(stderr, "%s[%7.1f s] %s: %s\n", tty ? "\r\033[K" : "", s, in[i].name.c_str(), what.c_str());
+      } else if (tty) {
+        std::fprintf(stderr, "\r\033[K[%zu/%zu] %s (%s)", i + 1, in.size(), in[i].name.c_str(), what.c_str());
+      }
     };
     auto append = [&](std::vector<BenchRecord>&& more) {
       for (auto& r : more) rs.push_back(std::move(r));
@@ -460,8 +471,14 @@ void add_bench_command(CLI::App& app) {
           std::size_t before = rs.size();
           if (f32 && !m32) m32 = build_as<float>(coo, wide, build_ctx);  // --gpu-conversion-only
           if (f64 && !m64) m64 = build_as<double>(coo, wide, build_ctx);
-          if (f32) append(bench_conversion_gpu(*m32, in[i].name, c->opt));
-          if (f64) append(bench_conversion_gpu(*m64, in[i].name, c->opt));
+          if (f32) {
+            status(i, "GPU conversion bench, f32");
+            append(bench_conversion_gpu(*m32, in[i].name, c->opt));
+          }
+          if (f64) {
+            status(i, "GPU conversion bench, f64");
+            append(bench_conversion_gpu(*m64, in[i].name, c->opt));
+          }
           if (rs.size() == before)
             std::fprintf(stderr, "%sno GPU conversion records for %s: beyond 32-bit CSR indices\n", tty ? "\r\033[K" : "",
                          in[i].name.c_str());
@@ -498,6 +515,7 @@ void add_bench_command(CLI::App& app) {
         if (f32) append(bench_add(*m32, *moved32, in[i].name, o));
         if (f64) append(bench_add(*m64, *moved64, in[i].name, o));
       }
+      if (step_log) status(i, "done");
     }
     if (tty) std::fprintf(stderr, "\r\033[K");
     write_outputs(*c, rs);
