@@ -298,7 +298,10 @@ Coo<V> to_coo(const Matrix<V>& m) {
   // 2^22's 65 M entries), then each row by column where the traversal did
   // not already give it in column order (tree order is column order within
   // a row: usually a check). A matrix holds no two entries at one place, so
-  // the order is the one the comparison sort gave.
+  // the order is the one the comparison sort gave. (The builder's radix sort,
+  // detail::radix_sort_pairs, of (row, column) packed in one key took 9.5 s
+  // on that matrix here against this 4.0 s: three scattering passes of 44
+  // key bits where this is one pass and a check.)
   std::vector<std::uint64_t> start(m.rows() + 1, 0);
   for (const E& e : es) ++start[e.r + 1];
   std::partial_sum(start.begin(), start.end(), start.begin());
