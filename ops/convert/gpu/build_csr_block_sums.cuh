@@ -242,12 +242,7 @@ MixedRows csr_mixed_rows(WorkMemory& w, const CsrBlockArgs<V, I>& a, unsigned lo
 template <class Kernel>
 unsigned sums_grid(Kernel kernel, u64 shared, u64 block_rows, const char* what) {
   allow_dynamic_shared(kernel, block_sums_shared_limit, what);
-  int device = 0, sms = 0, per_sm = 0;
-  cuda_check(cudaGetDevice(&device), "cudaGetDevice");
-  cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
-  cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, block_sums_threads, shared),
-             "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-  const u64 resident = u64(sms) * u64(per_sm > 0 ? per_sm : 1);
+  const u64 resident = resident_blocks(kernel, block_sums_threads, shared);
   return static_cast<unsigned>(block_rows < resident ? block_rows : resident);
 }
 

@@ -141,14 +141,9 @@ bool extract_bands(WorkMemory& w, const DeviceMatrix<V>& a, const Frontier& f, I
                                  val_out};
   allow_dynamic_shared(band_fill_kernel<V, I, Out>, fill_shared, "cudaFuncSetAttribute(band fill)");
   // Persistent blocks, as many as stay resident (each takes windows by tickets).
-  int device = 0, sms = 0, per_sm = 0;
-  cuda_check(cudaGetDevice(&device), "cudaGetDevice");
-  cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
-  cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, band_fill_kernel<V, I, Out>, band_threads,
-                                                           fill_shared),
-             "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
   const u64 tickets = (u64(windows) + band_windows_per_ticket - 1) / band_windows_per_ticket;
-  const auto grid = static_cast<unsigned>(std::min<u64>(tickets, u64(sms) * u64(per_sm > 0 ? per_sm : 1)));
+  const u64 resident = resident_blocks(band_fill_kernel<V, I, Out>, band_threads, fill_shared);
+  const auto grid = static_cast<unsigned>(std::min<u64>(tickets, resident));
   if (grid > 0) band_fill_kernel<V, I, Out><<<grid, band_threads, fill_shared, st>>>(args);
   w.check_launch("window fill kernel");
   finish_counted_rows(w, start.get(), rows, row_ptr);

@@ -97,6 +97,19 @@ void allow_dynamic_shared(Kernel kernel, std::size_t most, const char* what) {
              what);
 }
 
+// Blocks of `kernel` (threads each, `shared` bytes of dynamic shared memory)
+// that stay resident on the current device at once: a persistent grid's
+// size, at least one a multiprocessor.
+template <class Kernel>
+std::uint64_t resident_blocks(Kernel kernel, int threads, std::size_t shared) {
+  int device = 0, sms = 0, per_sm = 0;
+  cuda_check(cudaGetDevice(&device), "cudaGetDevice");
+  cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+  cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, shared),
+             "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  return std::uint64_t(sms) * std::uint64_t(per_sm > 0 ? per_sm : 1);
+}
+
 class WorkMemory {
  public:
   // HISPARSE_CONVERT_LOG set: every phase() synchronises and prints the time
