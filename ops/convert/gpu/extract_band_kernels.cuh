@@ -24,12 +24,6 @@ static_assert(band_max_nodes % band_threads == 0);
 inline constexpr u32 band_max_log2_d = 7;  // a band's row counts in shared memory: 4·d² bytes (64 KB at d 128)
 inline constexpr u32 band_count_threads = 1024;
 
-// 1 in *bad where a frontier node is not a COOW node.
-__global__ void band_all_coow_kernel(Frontier f, unsigned* bad) {
-  for (u64 k = blockIdx.x * u64(blockDim.x) + threadIdx.x; k < f.size; k += u64(gridDim.x) * blockDim.x)
-    if (ref_type(f.ref[k]) != NodeType::coow) atomicOr(bad, 1u);
-}
-
 // *most = the most nodes of one row band.
 __global__ void band_most_nodes_kernel(const u32* band_first, u64 bands, unsigned* most) {
   for (u64 q = blockIdx.x * u64(blockDim.x) + threadIdx.x; q < bands; q += u64(gridDim.x) * blockDim.x)

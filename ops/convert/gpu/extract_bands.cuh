@@ -33,8 +33,9 @@
 
 namespace hisparse::ops::convert_detail {
 
-// The rows path for a pool of COOW nodes alone (see the top); false, with
-// nothing written, where it does not apply.
+// The rows path for a pool whose frontier f is COOW nodes alone (the
+// caller's check: coow_kinds_kernel); false, with nothing written, where it
+// does not apply.
 template <class V, class I, class Out>
 bool extract_bands(WorkMemory& w, const DeviceMatrix<V>& a, const Frontier& f, I* row_out, I* row_ptr, I* col_out,
                    Out* val_out) {
@@ -42,13 +43,6 @@ bool extract_bands(WorkMemory& w, const DeviceMatrix<V>& a, const Frontier& f, I
   const u32 b = a.shape().log2_node_size;
   const u64 n = a.nnz(), rows = a.rows();
   if (a.transposed() || b > band_max_log2_d || f.size == 0 || rows == 0 || rows >= 0xFFFFFFFFull) return false;
-  {
-    Array<unsigned> bad(w, 1);
-    cuda_check(cudaMemsetAsync(bad.get(), 0, sizeof(unsigned), st), "cudaMemsetAsync");
-    band_all_coow_kernel<<<blocks_for(f.size), 256, 0, st>>>(f, bad.get());
-    w.check_launch("COOW band check kernel");
-    if (read_back(w, bad.get(), "read COOW band check") != 0) return false;
-  }
   const u32 band_bits = 2 * b;
   const u64 bands = (rows + (u64{1} << band_bits) - 1) >> band_bits;
   const std::size_t count_shared = sizeof(u32) << band_bits;

@@ -54,18 +54,19 @@ bool extract_rows(WorkMemory& w, const DeviceMatrix<V>& a, const Frontier& f, I*
   // Per-row arrays no larger than the general path's per-entry ones (the
   // documented work bound).
   if (rows > 2 * n + 4096 || blocks >= 0xFFFFFFFFull) return false;
-  bool coow = false;
+  unsigned kinds = 0;
   {
-    Array<unsigned> any(w, 1);
-    cuda_check(cudaMemsetAsync(any.get(), 0, sizeof(unsigned), st), "cudaMemsetAsync");
-    any_coow_kernel<<<blocks_for(f.size), 256, 0, st>>>(f, any.get());
+    Array<unsigned> k(w, 1);
+    cuda_check(cudaMemsetAsync(k.get(), 0, sizeof(unsigned), st), "cudaMemsetAsync");
+    coow_kinds_kernel<<<blocks_for(f.size), 256, 0, st>>>(f, k.get());
     w.check_launch("COOW check kernel");
-    coow = read_back(w, any.get(), "read COOW check") != 0;
+    kinds = read_back(w, k.get(), "read COOW check");
   }
+  const bool coow = (kinds & coow_seen) != 0;
   if (coow && a.transposed()) return false;  // a COOW node's columns are not one range of it
   // COOW nodes alone (R-MAT's pools): by row windows (extract_bands.cuh), where that applies.
   // (before the row path's limit on long block rows: a hub's rows are windows alone here)
-  if (coow && extract_bands<V, I, Out>(w, a, f, row_out, row_ptr, col_out, val_out)) return true;
+  if (kinds == coow_seen && extract_bands<V, I, Out>(w, a, f, row_out, row_ptr, col_out, val_out)) return true;
   if (n > (blocks << 16)) return false;  // no block row so long that its warp serialises the call
   // The items (leaves, and the slices of COOW nodes) grouped by logical block
   // row, stably (tree order within one).

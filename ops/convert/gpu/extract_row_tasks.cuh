@@ -132,10 +132,16 @@ __global__ void block_row_first_kernel(const u64* sorted, u64 n, u64 blocks, u32
   }
 }
 
-// 1 in *any where the frontier holds a COOW node.
-__global__ void any_coow_kernel(Frontier f, unsigned* any) {
-  for (u64 k = blockIdx.x * u64(blockDim.x) + threadIdx.x; k < f.size; k += u64(gridDim.x) * blockDim.x)
-    if (ref_type(f.ref[k]) == NodeType::coow) atomicOr(any, 1u);
+// The frontier's node kinds in *kinds: coow_seen where it holds a COOW node,
+// other_seen where it holds another (COOW nodes alone: the bands path's). A
+// bit already seen set is not set again: a pool of ~650 000 leaves would
+// otherwise send as many atomics to one word.
+inline constexpr unsigned coow_seen = 1u, other_seen = 2u;
+__global__ void coow_kinds_kernel(Frontier f, unsigned* kinds) {
+  for (u64 k = blockIdx.x * u64(blockDim.x) + threadIdx.x; k < f.size; k += u64(gridDim.x) * blockDim.x) {
+    const unsigned bit = ref_type(f.ref[k]) == NodeType::coow ? coow_seen : other_seen;
+    if ((*static_cast<volatile unsigned*>(kinds) & bit) == 0) atomicOr(kinds, bit);
+  }
 }
 
 template <class I>
