@@ -146,11 +146,12 @@ __device__ inline void put_leaf_entry(const CsrBlockArgs<V, I>& a, u32 t, u32 ty
 // counts) or fill (every entry at its rank).
 enum class CsrWarpPass { scout, count, fill };
 
-// The f32 fill is held to four blocks a multiprocessor, as before the next
-// group's loads (63 registers, no spill; unbounded they take it to 74 and
-// three blocks). The f64 fill is not (80 registers: held to 64 it spills).
+// Every pass may take the registers of one block a multiprocessor: the fills
+// take 84 (f32) and 90 (f64) registers, two blocks of 256 threads. Held to
+// four blocks (f32, 63 registers) or to three (unbounded: 74 and 80) they
+// ran 0.2-0.4 ms slower on the stencil 150^3 (perf-log C40).
 template <class V, class I, CsrWarpPass Pass>
-__global__ void __launch_bounds__(csr_warp_threads, Pass == CsrWarpPass::fill && sizeof(V) == 4 ? 4 : 1)
+__global__ void __launch_bounds__(csr_warp_threads, 1)
     csr_warp_rows_kernel(CsrBlockArgs<V, I> a) {
   constexpr bool scout = Pass == CsrWarpPass::scout, fill = Pass == CsrWarpPass::fill;
   constexpr u32 warps = csr_warp_threads / 32;
