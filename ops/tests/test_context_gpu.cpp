@@ -27,6 +27,7 @@
 #include "hisparse/ops/edit.hpp"
 #include "hisparse/ops/spmv_gpu.hpp"
 #include "hisparse/ops/spmv_reference.hpp"
+#include "support/counting_allocator.hpp"
 #include "support/matrices_dir.hpp"
 #include "support/random_matrix.hpp"
 #include "support/test_seed.hpp"
@@ -37,28 +38,6 @@ using namespace hisparse::testing;
 namespace fs = std::filesystem;
 
 namespace {
-
-// cudaMallocAsync / cudaFreeAsync on the device's default pool, counted; the
-// allocation numbered `fail_at` (from 0) throws std::bad_alloc instead.
-class CountingAllocator final : public runtime::DeviceAllocator {
- public:
-  void* allocate(std::size_t bytes, cudaStream_t stream) override {
-    if (fail_at >= 0 && attempts.fetch_add(1) == fail_at) throw std::bad_alloc();
-    void* p = nullptr;
-    cuda_check(cudaMallocAsync(&p, bytes, stream), "cudaMallocAsync(counting allocator)");
-    ++allocations;
-    outstanding += bytes;
-    return p;
-  }
-  void deallocate(void* p, std::size_t bytes, cudaStream_t stream) noexcept override {
-    (void)cudaFreeAsync(p, stream);
-    ++deallocations;
-    outstanding -= bytes;
-  }
-  std::atomic<long> allocations{0}, deallocations{0}, attempts{0};
-  std::atomic<long long> outstanding{0};
-  long fail_at = -1;
-};
 
 template <class V>
 std::vector<V> random_vector(std::size_t n, std::mt19937_64& rng) {

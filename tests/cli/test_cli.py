@@ -998,7 +998,8 @@ class Cli(unittest.TestCase):
         recs = json.load(open(out))
         conv = [r for r in recs if r["op"] == "convert"]
         impls = {"hisparse-build": "coo->hisparse", "csr-build": "coo->csr", "hisparse-gpu": "csr->hisparse",
-                 "hisparse-gpu-to-csr": "hisparse->csr", "cusparse-csr2csc": "csr->csc"}
+                 "hisparse-gpu-stream": "csr->hisparse", "hisparse-gpu-to-csr": "hisparse->csr",
+                 "hisparse-gpu-to-csr-stream": "hisparse->csr", "cusparse-csr2csc": "csr->csc"}
         self.assertEqual(len(conv), 2 * 2 * len(impls))
         for r in conv:
             self.assertTrue(r["ok"], r)

@@ -56,12 +56,15 @@ std::vector<BenchRecord> bench_add(const Matrix<V>& a, const Matrix<V>& b, const
                                    const BenchOptions& options);
 
 // GPU conversion of one matrix (`hisparse bench --conversion`), from and to
-// arrays already in device memory: "hisparse-gpu" CSR -> HiSparse
+// arrays already in device memory, through one ops::Context (its default
+// stream-ordered pool): "hisparse-gpu" CSR -> HiSparse
 // (ops::build_device_matrix from 32-bit CSR arrays, checked byte for byte
 // against `a`, which the host built), "hisparse-gpu-to-csr" HiSparse -> CSR
-// (ops::to_device_csr into preallocated arrays, checked against to_csr), and
-// cuSPARSE csr2csc on the same CSR arrays as the baseline
-// ("cusparse-csr2csc", checked against the transpose's CSR). Each timed with
+// (ops::to_device_csr into preallocated arrays, checked against to_csr), the
+// same two without a context ("-stream": result and large work arrays
+// cudaMalloc'd at each call), and cuSPARSE csr2csc on the same CSR arrays as
+// the baseline ("cusparse-csr2csc", its arrays from the context's allocator;
+// checked against the transpose's CSR). Each timed with
 // CUDA events, median of `runs` after one warm-up (results allocated inside
 // the timed call, freed outside it), with its time in HiSparse SpMVs of the
 // same matrix. A matrix beyond 32-bit CSR indices gives no records.

@@ -228,15 +228,18 @@ std::string summary(const std::vector<BenchRecord>& rs) {
       const auto& m = conv[key];
       const BenchRecord* b = m.count("hisparse-gpu") ? m.at("hisparse-gpu") : nullptr;
       const BenchRecord* e = m.count("hisparse-gpu-to-csr") ? m.at("hisparse-gpu-to-csr") : nullptr;
+      const BenchRecord* bs = m.count("hisparse-gpu-stream") ? m.at("hisparse-gpu-stream") : nullptr;
+      const BenchRecord* es = m.count("hisparse-gpu-to-csr-stream") ? m.at("hisparse-gpu-to-csr-stream") : nullptr;
       const BenchRecord* t = m.count("cusparse-csr2csc") ? m.at("cusparse-csr2csc") : nullptr;
       if (!b && !e && !t) continue;
       if (!gpu_header) {
         s << "\nConversion on the GPU, from and to CSR arrays in device memory (32-bit indices; CUDA events, median of 5 "
-             "after a warm-up; SpMVs: the time in HiSparse SpMVs of the same matrix; work: device memory held besides "
-             "input and result):\n\n"
-             "| matrix | prec | nnz | CSR -> HiSparse ms | M entries/s | SpMVs | work MB | HiSparse -> CSR ms | SpMVs "
-             "| csr2csc (cuSPARSE) ms | SpMVs | to HiSparse / csr2csc |\n"
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+             "after a warm-up; through a context, whose memory pool keeps what it mapped, and without one: result and "
+             "large work arrays cudaMalloc'd at each call; csr2csc's arrays from the context's pool too; SpMVs: the "
+             "time in HiSparse SpMVs of the same matrix; work: device memory held besides input and result):\n\n"
+             "| matrix | prec | nnz | CSR -> HiSparse ms | no context | M entries/s | SpMVs | work MB | HiSparse -> CSR ms "
+             "| no context | SpMVs | csr2csc (cuSPARSE) ms | SpMVs | to HiSparse / csr2csc |\n"
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
         gpu_header = true;
       }
       auto ms = [](const BenchRecord* r) {
@@ -253,10 +256,11 @@ std::string summary(const std::vector<BenchRecord>& rs) {
         return std::string(buf);
       };
       const BenchRecord* any = b ? b : e ? e : t;
-      std::snprintf(line, sizeof line, "| %s | %s | %llu | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+      std::snprintf(line, sizeof line, "| %s | %s | %llu | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
                     any->matrix.c_str(), any->precision.c_str(), (unsigned long long)any->nnz, ms(b).c_str(),
-                    num(b, b ? b->mentries_per_s : 0, "%.0f").c_str(), num(b, b ? b->spmv_equivalents : 0, "%.1f").c_str(),
-                    num(b, b ? double(b->peak_work_bytes) / 1e6 : 0, "%.0f").c_str(), ms(e).c_str(),
+                    ms(bs).c_str(), num(b, b ? b->mentries_per_s : 0, "%.0f").c_str(),
+                    num(b, b ? b->spmv_equivalents : 0, "%.1f").c_str(),
+                    num(b, b ? double(b->peak_work_bytes) / 1e6 : 0, "%.0f").c_str(), ms(e).c_str(), ms(es).c_str(),
                     num(e, e ? e->spmv_equivalents : 0, "%.1f").c_str(), ms(t).c_str(),
                     num(t, t ? t->spmv_equivalents : 0, "%.1f").c_str(),
                     (b && t && b->ok && t->ok) ? num(b, b->median_ms / t->median_ms, "%.2f").c_str() : "");

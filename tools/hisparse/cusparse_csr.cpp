@@ -46,6 +46,19 @@ CsrArrays<V> CsrArrays<V>::allocate(std::uint64_t rows, std::uint64_t cols, std:
 }
 
 template <class V>
+CsrArrays<V> CsrArrays<V>::allocate(std::uint64_t rows, std::uint64_t cols, std::uint64_t nnz,
+                                    const std::shared_ptr<runtime::DeviceAllocator>& allocator, cudaStream_t stream) {
+  CsrArrays<V> c;
+  c.rows = rows;
+  c.cols = cols;
+  c.nnz = nnz;
+  c.row_ptr = DeviceBytes((rows + 1) * 4, stream, allocator);
+  c.col = DeviceBytes(std::max<std::uint64_t>(nnz, 1) * 4, stream, allocator);
+  c.val = DeviceBytes(std::max<std::uint64_t>(nnz, 1) * sizeof(V), stream, allocator);
+  return c;
+}
+
+template <class V>
 CsrArrays<V> CsrArrays<V>::upload(const Csr<V>& csr) {
   constexpr auto max32 = static_cast<std::uint64_t>(std::numeric_limits<std::int32_t>::max());
   if (csr.rows > max32 || csr.cols > max32 || csr.nnz() > max32)
@@ -144,9 +157,11 @@ CsrArrays<V> csrgeam2(cusparseHandle_t h, const CsrArrays<V>& a, const CsrArrays
 }
 
 template <class V>
-CsrArrays<V> csr_transpose(cusparseHandle_t h, const CsrArrays<V>& a, cudaStream_t stream, std::size_t* work_bytes) {
+CsrArrays<V> csr_transpose(cusparseHandle_t h, const CsrArrays<V>& a, cudaStream_t stream, std::size_t* work_bytes,
+                           const std::shared_ptr<runtime::DeviceAllocator>& allocator) {
   cusparse_check(cusparseSetStream(h, stream), "cusparseSetStream");
-  CsrArrays<V> t = CsrArrays<V>::allocate(a.cols, a.rows, a.nnz);
+  CsrArrays<V> t = allocator ? CsrArrays<V>::allocate(a.cols, a.rows, a.nnz, allocator, stream)
+                             : CsrArrays<V>::allocate(a.cols, a.rows, a.nnz);
   std::size_t need = 0;
   const auto m = static_cast<int>(a.rows), n = static_cast<int>(a.cols), nnz = static_cast<int>(a.nnz);
   cusparse_check(cusparseCsr2cscEx2_bufferSize(h, m, n, nnz, a.val.get(), a.row_ptr.template as<const int>(),
@@ -155,7 +170,8 @@ CsrArrays<V> csr_transpose(cusparseHandle_t h, const CsrArrays<V>& a, cudaStream
                                                CUSPARSE_INDEX_BASE_ZERO, CUSPARSE_CSR2CSC_ALG_DEFAULT, &need),
                  "cusparseCsr2cscEx2_bufferSize");
   if (work_bytes) *work_bytes = need;
-  DeviceBytes work(std::max<std::size_t>(need, 1));
+  DeviceBytes work = allocator ? DeviceBytes(std::max<std::size_t>(need, 1), stream, allocator)
+                              : DeviceBytes(std::max<std::size_t>(need, 1));
   cusparse_check(cusparseCsr2cscEx2(h, m, n, nnz, a.val.get(), a.row_ptr.template as<const int>(),
                                     a.col.template as<const int>(), t.val.get(), t.row_ptr.template as<int>(), t.col.template as<int>(),
                                     value_type<V>(), CUSPARSE_ACTION_NUMERIC, CUSPARSE_INDEX_BASE_ZERO,
@@ -202,8 +218,10 @@ template CsrArrays<float> csrgeam2(cusparseHandle_t, const CsrArrays<float>&, co
                                    cudaStream_t);
 template CsrArrays<double> csrgeam2(cusparseHandle_t, const CsrArrays<double>&, const CsrArrays<double>&, double,
                                     double, cudaStream_t);
-template CsrArrays<float> csr_transpose(cusparseHandle_t, const CsrArrays<float>&, cudaStream_t, std::size_t*);
-template CsrArrays<double> csr_transpose(cusparseHandle_t, const CsrArrays<double>&, cudaStream_t, std::size_t*);
+template CsrArrays<float> csr_transpose(cusparseHandle_t, const CsrArrays<float>&, cudaStream_t, std::size_t*,
+                                        const std::shared_ptr<runtime::DeviceAllocator>&);
+template CsrArrays<double> csr_transpose(cusparseHandle_t, const CsrArrays<double>&, cudaStream_t, std::size_t*,
+                                         const std::shared_ptr<runtime::DeviceAllocator>&);
 template class CusparseCsr<float>;
 template class CusparseCsr<double>;
 

@@ -22,6 +22,9 @@ struct CsrArrays {
   // Arrays of that shape, uninitialised; index and value arrays never empty,
   // so that every pointer is valid.
   static CsrArrays allocate(std::uint64_t rows, std::uint64_t cols, std::uint64_t nnz);
+  // The same from `allocator` on `stream` (a context's: freed to it on that stream).
+  static CsrArrays allocate(std::uint64_t rows, std::uint64_t cols, std::uint64_t nnz,
+                            const std::shared_ptr<runtime::DeviceAllocator>& allocator, cudaStream_t stream);
   // Uploads; rejects matrices beyond 32-bit indices.
   static CsrArrays upload(const Csr<V>& csr);
   [[nodiscard]] Csr<V> download() const;
@@ -39,9 +42,12 @@ CsrArrays<V> csrgeam2(cusparseHandle_t handle, const CsrArrays<V>& a, const CsrA
 
 // The CSR arrays of A^T (A's CSC form), allocation included. work_bytes,
 // where given, receives the size of cuSPARSE's work buffer.
+// `allocator`, where given, allocates the result and the work buffer (on
+// `stream`), as a context's would HiSparse's (the bench's fair baseline).
 template <class V>
 CsrArrays<V> csr_transpose(cusparseHandle_t handle, const CsrArrays<V>& a, cudaStream_t stream = nullptr,
-                           std::size_t* work_bytes = nullptr);
+                           std::size_t* work_bytes = nullptr,
+                           const std::shared_ptr<runtime::DeviceAllocator>& allocator = nullptr);
 
 // A cuSPARSE handle owned by one object.
 class CusparseHandle {

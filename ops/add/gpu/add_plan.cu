@@ -88,7 +88,7 @@ struct Positions {
     row = ctx.allocate(k * sizeof(I));
     col = ctx.allocate(k * sizeof(I));
     pos = ctx.allocate(k * sizeof(std::uint32_t));
-    to_device_coo_positions<V, I>(m, row.as<I>(), col.as<I>(), pos.as<std::uint32_t>(), ctx.stream());
+    to_device_coo_positions<V, I>(ctx, m, row.as<I>(), col.as<I>(), pos.as<std::uint32_t>());
   }
   [[nodiscard]] Listed<I> listed() const { return {row.as<const I>(), col.as<const I>(), pos.as<const std::uint32_t>(), n}; }
 };

@@ -238,7 +238,7 @@ __global__ void clear_leaf_gaps_kernel(const std::uint8_t* ltype, const u32* lco
 template <class V>
 DeviceBytes allocate_pool(WorkMemory& w, const Skeleton& k) {
   const cudaStream_t st = w.stream();
-  DeviceBytes pool(k.bytes);
+  DeviceBytes pool = w.result(k.bytes);
   static const bool poison = std::getenv("HISPARSE_POISON_POOLS") != nullptr;
   if (poison) cuda_check(cudaMemsetAsync(pool.get(), 0xA5, k.bytes, st), "cudaMemsetAsync(pool poison)");
   auto* p = pool.as<std::byte>();

@@ -1,5 +1,7 @@
 // Entry points of GPU conversion (hisparse/ops/convert_gpu.hpp): argument
 // checks, the work-memory check, and the instantiations.
+#include <cstring>
+
 #include "build_csr.cuh"
 #include "build_gpu.cuh"
 #include "extract_gpu.cuh"
@@ -9,8 +11,11 @@ namespace convert_detail {
 
 // Refuses a conversion whose work memory cannot fit before anything exists.
 // The work pool's kept memory (up to 256 MiB from earlier calls) is given
-// back first: it is the process's own, and cudaMemGetInfo does not count it.
-inline void check_work_fits(std::uint64_t input_entries, std::uint32_t depth, std::uint64_t value_bytes) {
+// back first, and on a context the free part of its allocator's pool where
+// that is a stream-ordered pool: they are the process's own, and
+// cudaMemGetInfo does not count them.
+inline void check_work_fits(std::uint64_t input_entries, std::uint32_t depth, std::uint64_t value_bytes,
+                            const Context* ctx) {
   const std::uint64_t need = convert_work_bound(input_entries, depth, value_bytes);
   int device = 0;
   cuda_check(cudaGetDevice(&device), "cudaGetDevice");
@@ -18,6 +23,8 @@ inline void check_work_fits(std::uint64_t input_entries, std::uint32_t depth, st
   cuda_check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
   if (need + work_pool_keep > free) {
     if (cudaMemPool_t pool = work_pool(device)) cuda_check(cudaMemPoolTrimTo(pool, 0), "cudaMemPoolTrimTo(work memory)");
+    if (const auto* sp = ctx ? dynamic_cast<const runtime::StreamPoolAllocator*>(ctx->allocator().get()) : nullptr)
+      cuda_check(cudaMemPoolTrimTo(sp->pool(), 0), "cudaMemPoolTrimTo(context pool)");
     cuda_check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
   }
   if (need > free)
@@ -36,27 +43,33 @@ inline void check_pointers(std::uint64_t n, const void* a, const void* b, const 
 }
 
 template <class V>
-DeviceMatrix<V> empty_matrix(const Shape& shape, const BuildOptions& options, cudaStream_t stream) {
-  auto c = std::make_shared<Content<V>>(*Matrix<V>::empty_content(shape.rows, shape.cols, 1u << shape.log2_node_size));
-  if (options.wide_nodes) reinterpret_cast<PoolHeader*>(c->pool.data())->flags = pool_flag_wide;
-  return DeviceMatrix<V>(Matrix<V>(std::move(c)), stream);
+DeviceMatrix<V> empty_matrix(const Shape& shape, const BuildOptions& options, WorkMemory& w) {
+  auto c = Matrix<V>::empty_content(shape.rows, shape.cols, 1u << shape.log2_node_size);
+  AlignedBuffer bytes(c->pool.size());
+  std::memcpy(bytes.data(), c->pool.data(), c->pool.size());
+  if (options.wide_nodes) reinterpret_cast<PoolHeader*>(bytes.data())->flags = pool_flag_wide;
+  DeviceBytes pool = w.result(bytes.size());
+  cuda_check(cudaMemcpyAsync(pool.get(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice, w.stream()),
+             "cudaMemcpyAsync(empty pool)");
+  w.sync("cudaMemcpyAsync(empty pool)");
+  return DeviceMatrix<V>::adopt(std::move(pool), c->shape, 0, c->root(), false, V(1), options.wide_nodes);
 }
 
 // `fast` may build the matrix (or decline with nullopt); `sort` feeds the
 // general path.
 template <class V, class Check, class Fast, class Sort>
 DeviceMatrix<V> build(index_t rows, index_t cols, std::uint64_t n, const BuildOptions& options, cudaStream_t stream,
-                      ConvertStats* stats, Check&& check, Fast&& fast, Sort&& sort) {
+                      const Context* ctx, ConvertStats* stats, Check&& check, Fast&& fast, Sort&& sort) {
   const Shape shape = Shape::make(rows, cols, options.node_size);
   check_entry_count(n);
-  WorkMemory w(stream);
+  WorkMemory w(stream, ctx);
   if (stats) *stats = ConvertStats{n, 0, 0, 0, 0};
   check(w);
   DeviceMatrix<V> m;
   if (n == 0) {
-    m = empty_matrix<V>(shape, options, stream);
+    m = empty_matrix<V>(shape, options, w);
   } else {
-    check_work_fits(n, shape.depth, sizeof(V));
+    check_work_fits(n, shape.depth, sizeof(V), ctx);
     if (auto f = fast(w, shape)) m = std::move(*f);
     else m = build_from_sorted<V>(w, sort(w, shape), shape, options, stats);
   }
@@ -69,14 +82,74 @@ DeviceMatrix<V> build(index_t rows, index_t cols, std::uint64_t n, const BuildOp
 
 template <class V, class I, class Out = V>
 void extract_into(const DeviceMatrix<V>& a, I* row, I* row_ptr, I* col, Out* val, cudaStream_t stream,
-                  ConvertStats* stats) {
+                  const Context* ctx, ConvertStats* stats) {
   check_index_range<I>(a.rows(), a.cols(), a.nnz());
   check_pointers(a.nnz(), row ? static_cast<const void*>(row) : row_ptr, col, val, "GPU extraction");
   if (row_ptr == nullptr && row == nullptr && a.nnz() > 0) throw Error("GPU extraction: a null row array");
-  if (a.nnz() > 0) check_work_fits(a.nnz(), a.shape().depth, sizeof(V));
-  WorkMemory w(stream);
+  if (a.nnz() > 0) check_work_fits(a.nnz(), a.shape().depth, sizeof(V), ctx);
+  WorkMemory w(stream, ctx);
   extract<V, I, Out>(w, a, row, row_ptr, col, val);
   if (stats) *stats = ConvertStats{a.nnz(), a.nnz(), 0, a.pool_bytes(), w.peak()};
+}
+
+// The library-allocated forms: arrays of the result's shape (index and value
+// arrays never empty, so that every pointer is valid), from the context's
+// allocator where there is one, cudaMalloc otherwise.
+inline DeviceBytes result_array(std::uint64_t bytes, cudaStream_t stream, const Context* ctx) {
+  return ctx ? ctx->allocate(bytes) : DeviceBytes(bytes);
+}
+
+template <class V, class I>
+DeviceCsr<V, I> extract_csr(const DeviceMatrix<V>& a, cudaStream_t stream, const Context* ctx, ConvertStats* stats) {
+  check_index_range<I>(a.rows(), a.cols(), a.nnz());
+  DeviceCsr<V, I> out;
+  out.rows = a.rows();
+  out.cols = a.cols();
+  out.nnz = a.nnz();
+  const std::uint64_t k = std::max<std::uint64_t>(a.nnz(), 1);
+  out.row_ptr = result_array((a.rows() + 1) * sizeof(I), stream, ctx);
+  out.col = result_array(k * sizeof(I), stream, ctx);
+  out.val = result_array(k * sizeof(V), stream, ctx);
+  extract_into<V, I>(a, nullptr, out.row_ptr.template as<I>(), out.col.template as<I>(), out.val.template as<V>(),
+                     stream, ctx, stats);
+  return out;
+}
+
+template <class V, class I>
+DeviceCoo<V, I> extract_coo(const DeviceMatrix<V>& a, cudaStream_t stream, const Context* ctx, ConvertStats* stats) {
+  check_index_range<I>(a.rows(), a.cols(), a.nnz());
+  DeviceCoo<V, I> out;
+  out.rows = a.rows();
+  out.cols = a.cols();
+  out.nnz = a.nnz();
+  const std::uint64_t k = std::max<std::uint64_t>(a.nnz(), 1);
+  out.row = result_array(k * sizeof(I), stream, ctx);
+  out.col = result_array(k * sizeof(I), stream, ctx);
+  out.val = result_array(k * sizeof(V), stream, ctx);
+  extract_into<V, I>(a, out.row.template as<I>(), nullptr, out.col.template as<I>(), out.val.template as<V>(), stream,
+                     ctx, stats);
+  return out;
+}
+
+template <class V, class I>
+DeviceMatrix<V> build_csr(const DeviceCsrView<V, I>& csr, const BuildOptions& options, cudaStream_t stream,
+                          const Context* ctx, ConvertStats* stats) {
+  if (!csr.row_ptr) throw Error("CSR input: a null row pointer array");
+  check_pointers(csr.nnz, csr.row_ptr, csr.col, csr.val, "CSR input");
+  return build<V>(
+      csr.rows, csr.cols, csr.nnz, options, stream, ctx, stats, [&](WorkMemory& w) { check_csr_row_ptr(w, csr); },
+      [&](WorkMemory& w, const Shape& shape) { return build_csr_blocks<V, I>(w, csr, shape, options, stats); },
+      [&](WorkMemory& w, const Shape& shape) { return sort_csr<V, I>(w, csr, shape); });
+}
+
+template <class V, class I>
+DeviceMatrix<V> build_coo(const DeviceCooView<V, I>& coo, const BuildOptions& options, cudaStream_t stream,
+                          const Context* ctx, ConvertStats* stats) {
+  check_pointers(coo.nnz, coo.row, coo.col, coo.val, "COO input");
+  return build<V>(
+      coo.rows, coo.cols, coo.nnz, options, stream, ctx, stats, [](WorkMemory&) {},
+      [](WorkMemory&, const Shape&) { return std::optional<DeviceMatrix<V>>{}; },
+      [&](WorkMemory& w, const Shape& shape) { return sort_coo<V, I>(w, coo, shape); });
 }
 
 }  // namespace convert_detail
@@ -90,70 +163,86 @@ void release_work_memory() {
 template <class V, class I>
 DeviceMatrix<V> build_device_matrix(const DeviceCsrView<V, I>& csr, const BuildOptions& options, cudaStream_t stream,
                                     ConvertStats* stats) {
-  using namespace convert_detail;
-  if (!csr.row_ptr) throw Error("CSR input: a null row pointer array");
-  check_pointers(csr.nnz, csr.row_ptr, csr.col, csr.val, "CSR input");
-  return build<V>(
-      csr.rows, csr.cols, csr.nnz, options, stream, stats, [&](WorkMemory& w) { check_csr_row_ptr(w, csr); },
-      [&](WorkMemory& w, const Shape& shape) { return build_csr_blocks<V, I>(w, csr, shape, options, stats); },
-      [&](WorkMemory& w, const Shape& shape) { return sort_csr<V, I>(w, csr, shape); });
+  return convert_detail::build_csr(csr, options, stream, nullptr, stats);
 }
 
 template <class V, class I>
 DeviceMatrix<V> build_device_matrix(const DeviceCooView<V, I>& coo, const BuildOptions& options, cudaStream_t stream,
                                     ConvertStats* stats) {
-  using namespace convert_detail;
-  check_pointers(coo.nnz, coo.row, coo.col, coo.val, "COO input");
-  return build<V>(
-      coo.rows, coo.cols, coo.nnz, options, stream, stats, [](WorkMemory&) {},
-      [](WorkMemory&, const Shape&) { return std::optional<DeviceMatrix<V>>{}; },
-      [&](WorkMemory& w, const Shape& shape) { return sort_coo<V, I>(w, coo, shape); });
+  return convert_detail::build_coo(coo, options, stream, nullptr, stats);
+}
+
+template <class V, class I>
+DeviceMatrix<V> build_device_matrix(Context& ctx, const DeviceCsrView<V, I>& csr, const BuildOptions& options,
+                                    ConvertStats* stats) {
+  ctx.check_device("GPU conversion");
+  return convert_detail::build_csr(csr, options, ctx.stream(), &ctx, stats);
+}
+
+template <class V, class I>
+DeviceMatrix<V> build_device_matrix(Context& ctx, const DeviceCooView<V, I>& coo, const BuildOptions& options,
+                                    ConvertStats* stats) {
+  ctx.check_device("GPU conversion");
+  return convert_detail::build_coo(coo, options, ctx.stream(), &ctx, stats);
 }
 
 template <class V, class I>
 void to_device_csr(const DeviceMatrix<V>& a, I* row_ptr, I* col, V* val, cudaStream_t stream, ConvertStats* stats) {
   if (!row_ptr) throw Error("GPU extraction: a null row pointer array");
-  convert_detail::extract_into<V, I>(a, nullptr, row_ptr, col, val, stream, stats);
+  convert_detail::extract_into<V, I>(a, nullptr, row_ptr, col, val, stream, nullptr, stats);
+}
+
+template <class V, class I>
+void to_device_csr(Context& ctx, const DeviceMatrix<V>& a, I* row_ptr, I* col, V* val, ConvertStats* stats) {
+  ctx.check_device("GPU extraction");
+  if (!row_ptr) throw Error("GPU extraction: a null row pointer array");
+  convert_detail::extract_into<V, I>(a, nullptr, row_ptr, col, val, ctx.stream(), &ctx, stats);
 }
 
 template <class V, class I>
 void to_device_coo(const DeviceMatrix<V>& a, I* row, I* col, V* val, cudaStream_t stream, ConvertStats* stats) {
-  convert_detail::extract_into<V, I>(a, row, nullptr, col, val, stream, stats);
+  convert_detail::extract_into<V, I>(a, row, nullptr, col, val, stream, nullptr, stats);
+}
+
+template <class V, class I>
+void to_device_coo(Context& ctx, const DeviceMatrix<V>& a, I* row, I* col, V* val, ConvertStats* stats) {
+  ctx.check_device("GPU extraction");
+  convert_detail::extract_into<V, I>(a, row, nullptr, col, val, ctx.stream(), &ctx, stats);
 }
 
 template <class V, class I>
 void to_device_coo_positions(const DeviceMatrix<V>& a, I* row, I* col, std::uint32_t* pos, cudaStream_t stream,
                              ConvertStats* stats) {
-  convert_detail::extract_into<V, I, std::uint32_t>(a, row, nullptr, col, pos, stream, stats);
+  convert_detail::extract_into<V, I, std::uint32_t>(a, row, nullptr, col, pos, stream, nullptr, stats);
+}
+
+template <class V, class I>
+void to_device_coo_positions(Context& ctx, const DeviceMatrix<V>& a, I* row, I* col, std::uint32_t* pos,
+                             ConvertStats* stats) {
+  ctx.check_device("GPU extraction");
+  convert_detail::extract_into<V, I, std::uint32_t>(a, row, nullptr, col, pos, ctx.stream(), &ctx, stats);
 }
 
 template <class V, class I>
 DeviceCsr<V, I> to_device_csr(const DeviceMatrix<V>& a, cudaStream_t stream, ConvertStats* stats) {
-  convert_detail::check_index_range<I>(a.rows(), a.cols(), a.nnz());
-  DeviceCsr<V, I> out;
-  out.rows = a.rows();
-  out.cols = a.cols();
-  out.nnz = a.nnz();
-  out.row_ptr = DeviceBytes((a.rows() + 1) * sizeof(I));
-  out.col = DeviceBytes(std::max<std::uint64_t>(a.nnz(), 1) * sizeof(I));
-  out.val = DeviceBytes(std::max<std::uint64_t>(a.nnz(), 1) * sizeof(V));
-  to_device_csr<V, I>(a, out.row_ptr.template as<I>(), out.col.template as<I>(), out.val.template as<V>(), stream, stats);
-  return out;
+  return convert_detail::extract_csr<V, I>(a, stream, nullptr, stats);
+}
+
+template <class V, class I>
+DeviceCsr<V, I> to_device_csr(Context& ctx, const DeviceMatrix<V>& a, ConvertStats* stats) {
+  ctx.check_device("GPU extraction");
+  return convert_detail::extract_csr<V, I>(a, ctx.stream(), &ctx, stats);
 }
 
 template <class V, class I>
 DeviceCoo<V, I> to_device_coo(const DeviceMatrix<V>& a, cudaStream_t stream, ConvertStats* stats) {
-  convert_detail::check_index_range<I>(a.rows(), a.cols(), a.nnz());
-  DeviceCoo<V, I> out;
-  out.rows = a.rows();
-  out.cols = a.cols();
-  out.nnz = a.nnz();
-  const std::uint64_t k = std::max<std::uint64_t>(a.nnz(), 1);
-  out.row = DeviceBytes(k * sizeof(I));
-  out.col = DeviceBytes(k * sizeof(I));
-  out.val = DeviceBytes(k * sizeof(V));
-  to_device_coo<V, I>(a, out.row.template as<I>(), out.col.template as<I>(), out.val.template as<V>(), stream, stats);
-  return out;
+  return convert_detail::extract_coo<V, I>(a, stream, nullptr, stats);
+}
+
+template <class V, class I>
+DeviceCoo<V, I> to_device_coo(Context& ctx, const DeviceMatrix<V>& a, ConvertStats* stats) {
+  ctx.check_device("GPU extraction");
+  return convert_detail::extract_coo<V, I>(a, ctx.stream(), &ctx, stats);
 }
 
 #define HISPARSE_CONVERT_INSTANTIATE(V, I)                                                                          \
@@ -161,11 +250,20 @@ DeviceCoo<V, I> to_device_coo(const DeviceMatrix<V>& a, cudaStream_t stream, Con
                                                ConvertStats*);                                                     \
   template DeviceMatrix<V> build_device_matrix(const DeviceCooView<V, I>&, const BuildOptions&, cudaStream_t,      \
                                                ConvertStats*);                                                     \
+  template DeviceMatrix<V> build_device_matrix(Context&, const DeviceCsrView<V, I>&, const BuildOptions&,          \
+                                               ConvertStats*);                                                     \
+  template DeviceMatrix<V> build_device_matrix(Context&, const DeviceCooView<V, I>&, const BuildOptions&,          \
+                                               ConvertStats*);                                                     \
   template void to_device_csr(const DeviceMatrix<V>&, I*, I*, V*, cudaStream_t, ConvertStats*);                    \
+  template void to_device_csr(Context&, const DeviceMatrix<V>&, I*, I*, V*, ConvertStats*);                        \
   template void to_device_coo(const DeviceMatrix<V>&, I*, I*, V*, cudaStream_t, ConvertStats*);                    \
+  template void to_device_coo(Context&, const DeviceMatrix<V>&, I*, I*, V*, ConvertStats*);                        \
   template void to_device_coo_positions(const DeviceMatrix<V>&, I*, I*, std::uint32_t*, cudaStream_t, ConvertStats*); \
+  template void to_device_coo_positions(Context&, const DeviceMatrix<V>&, I*, I*, std::uint32_t*, ConvertStats*);  \
   template DeviceCsr<V, I> to_device_csr(const DeviceMatrix<V>&, cudaStream_t, ConvertStats*);                     \
-  template DeviceCoo<V, I> to_device_coo(const DeviceMatrix<V>&, cudaStream_t, ConvertStats*);
+  template DeviceCsr<V, I> to_device_csr(Context&, const DeviceMatrix<V>&, ConvertStats*);                         \
+  template DeviceCoo<V, I> to_device_coo(const DeviceMatrix<V>&, cudaStream_t, ConvertStats*);                     \
+  template DeviceCoo<V, I> to_device_coo(Context&, const DeviceMatrix<V>&, ConvertStats*);
 HISPARSE_CONVERT_INSTANTIATE(float, std::int32_t)
 HISPARSE_CONVERT_INSTANTIATE(float, std::int64_t)
 HISPARSE_CONVERT_INSTANTIATE(double, std::int32_t)

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "hisparse/formats/device_matrix.hpp"
+#include "hisparse/ops/context.hpp"
 #include "hisparse/ops/stride_grid.hpp"
 
 namespace hisparse::ops::convert_detail {
@@ -118,11 +119,20 @@ class WorkMemory {
   // a conversion or an edit makes 30-70 allocations, and cudaFree
   // synchronises the device at each. When the call ends, what the pool holds
   // beyond work_pool_keep goes back to the device.
-  explicit WorkMemory(cudaStream_t stream)
+  // On a context (`ctx`), the result comes from its allocator, and so does
+  // every work array unless that is the synchronous one: a context's pool
+  // keeps what it has mapped, so that a call after the first maps nothing
+  // (the result's pool and the large arrays cost 0.3-0.7 ms to map on the
+  // large families: perf-log C44). Without one, the result is cudaMalloc'd.
+  explicit WorkMemory(cudaStream_t stream, const Context* ctx = nullptr)
       : stream_(stream), log_(std::getenv("HISPARSE_CONVERT_LOG") != nullptr), last_(std::chrono::steady_clock::now()) {
     int device = 0;
     cuda_check(cudaGetDevice(&device), "cudaGetDevice");
     pool_ = work_pool(device);  // null without memory pools: every array from cudaMalloc then
+    if (ctx) {
+      result_allocator_ = ctx->allocator();
+      if (ctx->allocator() != runtime::synchronous_allocator()) work_allocator_ = ctx->allocator();
+    }
   }
   ~WorkMemory() {
     // Every array is freed (stream-ordered) by now; once those frees have
@@ -133,6 +143,12 @@ class WorkMemory {
   WorkMemory(const WorkMemory&) = delete;
   WorkMemory& operator=(const WorkMemory&) = delete;
   [[nodiscard]] cudaMemPool_t pool() const { return pool_; }
+  // Where work arrays come from besides the pool: a context's allocator, or null.
+  [[nodiscard]] const std::shared_ptr<runtime::DeviceAllocator>& work_allocator() const { return work_allocator_; }
+  // Memory of the result (a pool, library-allocated CSR or COO arrays).
+  [[nodiscard]] DeviceBytes result(std::size_t bytes) const {
+    return result_allocator_ ? DeviceBytes(bytes, stream_, result_allocator_) : DeviceBytes(bytes);
+  }
   void phase(const char* name) {
     if (!log_) return;
     sync(name);
@@ -158,6 +174,7 @@ class WorkMemory {
  private:
   cudaStream_t stream_;
   cudaMemPool_t pool_ = nullptr;
+  std::shared_ptr<runtime::DeviceAllocator> result_allocator_, work_allocator_;
   bool log_;
   std::chrono::steady_clock::time_point last_;
   std::uint64_t current_ = 0, peak_ = 0;
@@ -174,10 +191,13 @@ class Array {
       : w_(&w), n_(n), bytes_(n * sizeof(T)), large_(bytes_ >= pooled_limit || !w.pool()) {
     w.add(bytes_);
     try {
-      // Small arrays from the call's pool; large ones straight from the
-      // device, whose mapping costs the same either way and which the pool
-      // would then unmap at the end of the call (measured slower: perf-log C4).
-      mem_ = large_ ? DeviceBytes(bytes_) : DeviceBytes(bytes_, w.stream(), w.pool());
+      // On a context, from its allocator. Otherwise small arrays from the
+      // work pool; large ones straight from the device, whose mapping costs
+      // the same either way and which the pool would then unmap at the end
+      // of the call (measured slower: perf-log C4).
+      mem_ = w.work_allocator() ? DeviceBytes(bytes_, w.stream(), w.work_allocator())
+             : large_           ? DeviceBytes(bytes_)
+                                : DeviceBytes(bytes_, w.stream(), w.pool());
     } catch (...) {
       w.remove(bytes_);
       throw;

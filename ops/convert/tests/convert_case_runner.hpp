@@ -60,12 +60,32 @@ struct DeviceCsrInput {
   }
 };
 
+// The calls of one case: the forms that take a stream, or (ctx given) a
+// context's, on the context's stream.
+template <class V, class View>
+DeviceMatrix<V> build_on(ops::Context* ctx, const View& in, const BuildOptions& options, cudaStream_t stream,
+                         ops::ConvertStats* stats = nullptr) {
+  return ctx ? ops::build_device_matrix(*ctx, in, options, stats) : ops::build_device_matrix(in, options, stream, stats);
+}
+
+template <class V, class I>
+ops::DeviceCsr<V, I> to_csr_on(ops::Context* ctx, const DeviceMatrix<V>& a, cudaStream_t stream,
+                               ops::ConvertStats* stats = nullptr) {
+  return ctx ? ops::to_device_csr<V, I>(*ctx, a, stats) : ops::to_device_csr<V, I>(a, stream, stats);
+}
+
+template <class V, class I>
+ops::DeviceCoo<V, I> to_coo_on(ops::Context* ctx, const DeviceMatrix<V>& a, cudaStream_t stream,
+                               ops::ConvertStats* stats = nullptr) {
+  return ctx ? ops::to_device_coo<V, I>(*ctx, a, stats) : ops::to_device_coo<V, I>(a, stream, stats);
+}
+
 template <class V, class I>
 void check_build_coo(const Coo<V>& coo, const BuildOptions& options, const Matrix<V>& want, cudaStream_t stream,
-                     const std::string& what) {
+                     const std::string& what, ops::Context* ctx = nullptr) {
   const DeviceCooInput<V, I> in(coo);
   ops::ConvertStats stats;
-  const DeviceMatrix<V> dev = ops::build_device_matrix(in.view(), options, stream, &stats);
+  const DeviceMatrix<V> dev = build_on<V>(ctx, in.view(), options, stream, &stats);
   expect_same_pool(dev, want, options, what);
   SCOPED_TRACE(what + " stats");
   expect_build_stats(stats, coo.nnz(), want);
@@ -73,10 +93,10 @@ void check_build_coo(const Coo<V>& coo, const BuildOptions& options, const Matri
 
 template <class V, class I>
 void check_build_csr(const Csr<V>& csr, const BuildOptions& options, const Matrix<V>& want, cudaStream_t stream,
-                     const std::string& what) {
+                     const std::string& what, ops::Context* ctx = nullptr) {
   const DeviceCsrInput<V, I> in(csr);
   ops::ConvertStats stats;
-  const DeviceMatrix<V> dev = ops::build_device_matrix(in.view(), options, stream, &stats);
+  const DeviceMatrix<V> dev = build_on<V>(ctx, in.view(), options, stream, &stats);
   expect_same_pool(dev, want, options, what);
   SCOPED_TRACE(what + " stats");
   expect_build_stats(stats, csr.nnz(), want);
@@ -99,7 +119,7 @@ void expect_coo(const std::vector<I>& row, const std::vector<I>& col, const std:
 
 // The four extraction forms of `dev` in its current state against the host's.
 template <class V, class I>
-void check_extract(const DeviceMatrix<V>& dev, const HostState<V>& st, cudaStream_t stream) {
+void check_extract(const DeviceMatrix<V>& dev, const HostState<V>& st, cudaStream_t stream, ops::Context* ctx) {
   SCOPED_TRACE(std::string(st.transposed ? "state T" : "state N") + ", scale " + std::to_string(double(st.scale)));
   ASSERT_EQ(dev.transposed(), st.transposed);
   const std::uint64_t nnz = dev.nnz();
@@ -109,7 +129,7 @@ void check_extract(const DeviceMatrix<V>& dev, const HostState<V>& st, cudaStrea
     {
       SCOPED_TRACE("to_device_csr, library-allocated");
       ops::ConvertStats stats;
-      const ops::DeviceCsr<V, I> c = ops::to_device_csr<V, I>(dev, stream, &stats);
+      const ops::DeviceCsr<V, I> c = to_csr_on<V, I>(ctx, dev, stream, &stats);
       EXPECT_EQ(c.rows, st.csr.rows);
       EXPECT_EQ(c.cols, st.csr.cols);
       EXPECT_EQ(c.nnz, nnz);
@@ -129,7 +149,8 @@ void check_extract(const DeviceMatrix<V>& dev, const HostState<V>& st, cudaStrea
       col.poison();
       val.poison();
       ops::ConvertStats stats;
-      ops::to_device_csr<V, I>(dev, rp.get(), col.get(), val.get(), stream, &stats);
+      if (ctx) ops::to_device_csr<V, I>(*ctx, dev, rp.get(), col.get(), val.get(), &stats);
+      else ops::to_device_csr<V, I>(dev, rp.get(), col.get(), val.get(), stream, &stats);
       expect_csr<V, I>(rp.download(), col.download(), val.download(), st.csr);
       expect_extract_stats(stats, dev);
     }
@@ -137,7 +158,7 @@ void check_extract(const DeviceMatrix<V>& dev, const HostState<V>& st, cudaStrea
   {
     SCOPED_TRACE("to_device_coo, library-allocated");
     ops::ConvertStats stats;
-    const ops::DeviceCoo<V, I> c = ops::to_device_coo<V, I>(dev, stream, &stats);
+    const ops::DeviceCoo<V, I> c = to_coo_on<V, I>(ctx, dev, stream, &stats);
     EXPECT_EQ(c.rows, st.coo.rows);
     EXPECT_EQ(c.cols, st.coo.cols);
     EXPECT_EQ(c.nnz, nnz);
@@ -157,7 +178,8 @@ void check_extract(const DeviceMatrix<V>& dev, const HostState<V>& st, cudaStrea
     col.poison();
     val.poison();
     ops::ConvertStats stats;
-    ops::to_device_coo<V, I>(dev, row.get(), col.get(), val.get(), stream, &stats);
+    if (ctx) ops::to_device_coo<V, I>(*ctx, dev, row.get(), col.get(), val.get(), &stats);
+    else ops::to_device_coo<V, I>(dev, row.get(), col.get(), val.get(), stream, &stats);
     expect_coo<V, I>(row.download(), col.download(), val.download(), st.coo);
     expect_extract_stats(stats, dev);
   }
@@ -169,40 +191,44 @@ bool indices_fit(index_t rows, index_t cols, std::uint64_t nnz) {
   return rows <= max && cols <= max && nnz <= max;
 }
 
+// One case in one index type; through `ctx` (on its stream) where given.
 template <class V, class I>
-void run_case(const HostCase<V>& hc, cudaStream_t stream) {
+void run_case(const HostCase<V>& hc, cudaStream_t stream, ops::Context* ctx) {
   if (!indices_fit<I>(hc.coo.rows, hc.coo.cols, hc.coo.nnz())) return;
-  SCOPED_TRACE((hc.what + " " + type_name<V, I>() + (stream ? " (own stream)" : " (stream 0)")));
-  check_build_coo<V, I>(hc.coo, hc.options, hc.host, stream, "build from COO");
+  SCOPED_TRACE((hc.what + " " + type_name<V, I>() +
+                (ctx ? " (context, own stream)" : stream ? " (own stream)" : " (stream 0)")));
+  check_build_coo<V, I>(hc.coo, hc.options, hc.host, stream, "build from COO", ctx);
   if (hc.with_csr) {
-    check_build_csr<V, I>(hc.csr, hc.options, hc.host, stream, "build from CSR (stable by row)");
-    check_build_csr<V, I>(hc.shuffled, hc.options, hc.host_shuffled, stream, "build from CSR (rows shuffled)");
+    check_build_csr<V, I>(hc.csr, hc.options, hc.host, stream, "build from CSR (stable by row)", ctx);
+    check_build_csr<V, I>(hc.shuffled, hc.options, hc.host_shuffled, stream, "build from CSR (rows shuffled)", ctx);
   }
   DeviceMatrix<V> dev(hc.host, stream);
   for (const HostState<V>& st : hc.states) {
     dev.set_state(st.transposed, st.scale);
-    check_extract<V, I>(dev, st, stream);
+    check_extract<V, I>(dev, st, stream, ctx);
   }
   // Round trip: the extracted arrays, built again, give the same pool (the
   // builder's result depends only on the summed entries).
   dev.set_state(false, V(1));
   {
-    const ops::DeviceCoo<V, I> c = ops::to_device_coo<V, I>(dev, stream);
-    expect_same_pool(ops::build_device_matrix(c.view(), hc.options, stream), hc.host, hc.options,
-                     "round trip through COO");
+    const ops::DeviceCoo<V, I> c = to_coo_on<V, I>(ctx, dev, stream);
+    expect_same_pool(build_on<V>(ctx, c.view(), hc.options, stream), hc.host, hc.options, "round trip through COO");
   }
   if (hc.with_csr) {
-    const ops::DeviceCsr<V, I> c = ops::to_device_csr<V, I>(dev, stream);
-    expect_same_pool(ops::build_device_matrix(c.view(), hc.options, stream), hc.host, hc.options,
-                     "round trip through CSR");
+    const ops::DeviceCsr<V, I> c = to_csr_on<V, I>(ctx, dev, stream);
+    expect_same_pool(build_on<V>(ctx, c.view(), hc.options, stream), hc.host, hc.options, "round trip through CSR");
   }
 }
 
-// Both index types (int32 where the matrix fits it), one on stream 0, one on a stream of its own.
+// Both index types (int32 where the matrix fits it): int32 by the forms that
+// take a stream, on stream 0; int64 through a context on a stream of its own
+// (its default allocator: results and work memory from the device's
+// stream-ordered pool, reused from one call to the next).
 template <class V>
 void run_all_index_types(const HostCase<V>& hc, cudaStream_t stream) {
-  run_case<V, std::int32_t>(hc, nullptr);
-  run_case<V, std::int64_t>(hc, stream);
+  run_case<V, std::int32_t>(hc, nullptr, nullptr);
+  ops::Context ctx(stream);
+  run_case<V, std::int64_t>(hc, stream, &ctx);
 }
 
 template <class V>

@@ -13,10 +13,19 @@
 // Index arrays are signed, as cuSPARSE, CuPy and PyTorch keep them:
 // std::int32_t or std::int64_t. Value types: float, double.
 //
-// Synchronisation: both directions run on `stream` and synchronise it a few
-// times (the sizes of the skeleton's levels and of the pool are needed on the
-// host to allocate); they return when the result is complete. The caller's
-// input arrays must be ready on `stream` (or earlier) when called.
+// Synchronisation: both directions run on `stream` (a context's) and
+// synchronise it a few times (the sizes of the skeleton's levels and of the
+// pool are needed on the host to allocate); they return when the result is
+// complete. The caller's input arrays must be ready on `stream` (or earlier)
+// when called.
+//
+// Memory: on a context (the forms that take a Context&), the result (the
+// pool, or the library-allocated arrays) and every work array come from the
+// context's allocator (with the synchronous allocator, the work arrays as
+// below); its default pool keeps what it has mapped, so that a conversion
+// after the first maps nothing (perf-log C44). The forms that take a
+// cudaStream_t allocate the result with cudaMalloc, and the work arrays as
+// convert_work_bound says.
 //
 // Errors: bad input (row pointers not starting at 0, decreasing or not ending
 // at nnz; an index outside the matrix; a matrix whose pool would pass the 4 GiB
@@ -32,6 +41,7 @@
 
 #include "hisparse/formats/builder.hpp"
 #include "hisparse/formats/device_matrix.hpp"
+#include "hisparse/ops/context.hpp"
 
 namespace hisparse::ops {
 
@@ -145,6 +155,33 @@ DeviceCsr<V, I> to_device_csr(const DeviceMatrix<V>& a, cudaStream_t stream = nu
 
 template <class V, class I>
 DeviceCoo<V, I> to_device_coo(const DeviceMatrix<V>& a, cudaStream_t stream = nullptr, ConvertStats* stats = nullptr);
+
+// The same on a context: its stream, its allocator (above). A matrix built
+// through a context returns its pool to the context's allocator on the
+// context's stream when destroyed (docs/ops.md, "Contexts, streams and memory").
+template <class V, class I>
+DeviceMatrix<V> build_device_matrix(Context& ctx, const DeviceCsrView<V, I>& csr, const BuildOptions& options = {},
+                                    ConvertStats* stats = nullptr);
+
+template <class V, class I>
+DeviceMatrix<V> build_device_matrix(Context& ctx, const DeviceCooView<V, I>& coo, const BuildOptions& options = {},
+                                    ConvertStats* stats = nullptr);
+
+template <class V, class I>
+void to_device_csr(Context& ctx, const DeviceMatrix<V>& a, I* row_ptr, I* col, V* val, ConvertStats* stats = nullptr);
+
+template <class V, class I>
+void to_device_coo(Context& ctx, const DeviceMatrix<V>& a, I* row, I* col, V* val, ConvertStats* stats = nullptr);
+
+template <class V, class I>
+void to_device_coo_positions(Context& ctx, const DeviceMatrix<V>& a, I* row, I* col, std::uint32_t* pos,
+                             ConvertStats* stats = nullptr);
+
+template <class V, class I>
+DeviceCsr<V, I> to_device_csr(Context& ctx, const DeviceMatrix<V>& a, ConvertStats* stats = nullptr);
+
+template <class V, class I>
+DeviceCoo<V, I> to_device_coo(Context& ctx, const DeviceMatrix<V>& a, ConvertStats* stats = nullptr);
 
 // GPU conversions and edits take their work arrays from a memory pool of the
 // process (one per device) that keeps up to 256 MiB mapped between calls, so
