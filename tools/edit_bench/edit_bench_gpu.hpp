@@ -8,7 +8,8 @@
 namespace hisparse::edit_bench {
 
 struct GpuEditTiming {
-  double edit_ms = 0;       // ops::edit_version of the family's first version, median
+  double edit_ms = 0;       // ops::edit_version of the family's first version through a context, median
+  double edit_stream_ms = 0;  // the same by the form without a context (work arrays mapped at each call)
   double csr_ms = 0;        // the batch sorted and merged into new CSR arrays, median
   double new_bytes = 0;     // what the version adds to its family, over the pool's bytes
   bool agree = false;       // both results have the same nnz

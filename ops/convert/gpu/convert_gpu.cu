@@ -10,27 +10,42 @@ namespace hisparse::ops {
 namespace convert_detail {
 
 // Refuses a conversion whose work memory cannot fit before anything exists.
-// The work pool's kept memory (up to 256 MiB from earlier calls) is given
-// back first, and on a context the free part of its allocator's pool where
-// that is a stream-ordered pool: they are the process's own, and
-// cudaMemGetInfo does not count them.
+// What the process's pools hold unused counts as free (cudaMemGetInfo does
+// not count it): the work pool's kept memory (up to 256 MiB from earlier
+// calls) is given back first where the device looks short, and on a context
+// with the default allocator its pool's reserved but unused bytes count (the
+// call's arrays come from that pool; should they not fit in what it holds,
+// the allocation's failure is a clean hisparse::Error). A context with an allocator
+// of the caller's (a framework's caching pool) is not checked: its reserve is
+// invisible here, and its own failure is the answer (hisparse::Error).
 inline void check_work_fits(std::uint64_t input_entries, std::uint32_t depth, std::uint64_t value_bytes,
                             const Context* ctx) {
+  const runtime::StreamPoolAllocator* sp = nullptr;
+  if (ctx && ctx->allocator() != runtime::synchronous_allocator()) {
+    sp = dynamic_cast<const runtime::StreamPoolAllocator*>(ctx->allocator().get());
+    if (!sp) return;
+  }
   const std::uint64_t need = convert_work_bound(input_entries, depth, value_bytes);
   int device = 0;
   cuda_check(cudaGetDevice(&device), "cudaGetDevice");
   std::size_t free = 0, total = 0;
+  const auto unused_in = [](cudaMemPool_t pool) {
+    std::uint64_t reserved = 0, used = 0;
+    cuda_check(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved), "cudaMemPoolGetAttribute");
+    cuda_check(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used), "cudaMemPoolGetAttribute");
+    return reserved > used ? reserved - used : 0;
+  };
   cuda_check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
-  if (need + work_pool_keep > free) {
+  std::uint64_t available = free + (sp ? unused_in(sp->pool()) : 0);
+  if (need + work_pool_keep > available) {
     if (cudaMemPool_t pool = work_pool(device)) cuda_check(cudaMemPoolTrimTo(pool, 0), "cudaMemPoolTrimTo(work memory)");
-    if (const auto* sp = ctx ? dynamic_cast<const runtime::StreamPoolAllocator*>(ctx->allocator().get()) : nullptr)
-      cuda_check(cudaMemPoolTrimTo(sp->pool(), 0), "cudaMemPoolTrimTo(context pool)");
     cuda_check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+    available = free + (sp ? unused_in(sp->pool()) : 0);
   }
-  if (need > free)
+  if (need > available)
     throw LimitError("GPU conversion of " + std::to_string(input_entries) + " entries needs up to " +
-                     std::to_string(need >> 20) + " MiB of work memory; the device has " + std::to_string(free >> 20) +
-                     " MiB free");
+                     std::to_string(need >> 20) + " MiB of work memory; the device has " +
+                     std::to_string(available >> 20) + " MiB free");
 }
 
 inline void check_entry_count(std::uint64_t n) {
@@ -59,7 +74,7 @@ DeviceMatrix<V> empty_matrix(const Shape& shape, const BuildOptions& options, Wo
 // general path.
 template <class V, class Check, class Fast, class Sort>
 DeviceMatrix<V> build(index_t rows, index_t cols, std::uint64_t n, const BuildOptions& options, cudaStream_t stream,
-                      const Context* ctx, ConvertStats* stats, Check&& check, Fast&& fast, Sort&& sort) {
+                      Context* ctx, ConvertStats* stats, Check&& check, Fast&& fast, Sort&& sort) {
   const Shape shape = Shape::make(rows, cols, options.node_size);
   check_entry_count(n);
   WorkMemory w(stream, ctx);
@@ -82,7 +97,7 @@ DeviceMatrix<V> build(index_t rows, index_t cols, std::uint64_t n, const BuildOp
 
 template <class V, class I, class Out = V>
 void extract_into(const DeviceMatrix<V>& a, I* row, I* row_ptr, I* col, Out* val, cudaStream_t stream,
-                  const Context* ctx, ConvertStats* stats) {
+                  Context* ctx, ConvertStats* stats) {
   check_index_range<I>(a.rows(), a.cols(), a.nnz());
   check_pointers(a.nnz(), row ? static_cast<const void*>(row) : row_ptr, col, val, "GPU extraction");
   if (row_ptr == nullptr && row == nullptr && a.nnz() > 0) throw Error("GPU extraction: a null row array");
@@ -95,12 +110,12 @@ void extract_into(const DeviceMatrix<V>& a, I* row, I* row_ptr, I* col, Out* val
 // The library-allocated forms: arrays of the result's shape (index and value
 // arrays never empty, so that every pointer is valid), from the context's
 // allocator where there is one, cudaMalloc otherwise.
-inline DeviceBytes result_array(std::uint64_t bytes, cudaStream_t stream, const Context* ctx) {
+inline DeviceBytes result_array(std::uint64_t bytes, cudaStream_t stream, Context* ctx) {
   return ctx ? ctx->allocate(bytes) : DeviceBytes(bytes);
 }
 
 template <class V, class I>
-DeviceCsr<V, I> extract_csr(const DeviceMatrix<V>& a, cudaStream_t stream, const Context* ctx, ConvertStats* stats) {
+DeviceCsr<V, I> extract_csr(const DeviceMatrix<V>& a, cudaStream_t stream, Context* ctx, ConvertStats* stats) {
   check_index_range<I>(a.rows(), a.cols(), a.nnz());
   DeviceCsr<V, I> out;
   out.rows = a.rows();
@@ -116,7 +131,7 @@ DeviceCsr<V, I> extract_csr(const DeviceMatrix<V>& a, cudaStream_t stream, const
 }
 
 template <class V, class I>
-DeviceCoo<V, I> extract_coo(const DeviceMatrix<V>& a, cudaStream_t stream, const Context* ctx, ConvertStats* stats) {
+DeviceCoo<V, I> extract_coo(const DeviceMatrix<V>& a, cudaStream_t stream, Context* ctx, ConvertStats* stats) {
   check_index_range<I>(a.rows(), a.cols(), a.nnz());
   DeviceCoo<V, I> out;
   out.rows = a.rows();
@@ -133,7 +148,7 @@ DeviceCoo<V, I> extract_coo(const DeviceMatrix<V>& a, cudaStream_t stream, const
 
 template <class V, class I>
 DeviceMatrix<V> build_csr(const DeviceCsrView<V, I>& csr, const BuildOptions& options, cudaStream_t stream,
-                          const Context* ctx, ConvertStats* stats) {
+                          Context* ctx, ConvertStats* stats) {
   if (!csr.row_ptr) throw Error("CSR input: a null row pointer array");
   check_pointers(csr.nnz, csr.row_ptr, csr.col, csr.val, "CSR input");
   return build<V>(
@@ -144,7 +159,7 @@ DeviceMatrix<V> build_csr(const DeviceCsrView<V, I>& csr, const BuildOptions& op
 
 template <class V, class I>
 DeviceMatrix<V> build_coo(const DeviceCooView<V, I>& coo, const BuildOptions& options, cudaStream_t stream,
-                          const Context* ctx, ConvertStats* stats) {
+                          Context* ctx, ConvertStats* stats) {
   check_pointers(coo.nnz, coo.row, coo.col, coo.val, "COO input");
   return build<V>(
       coo.rows, coo.cols, coo.nnz, options, stream, ctx, stats, [](WorkMemory&) {},
@@ -158,6 +173,18 @@ void release_work_memory() {
   int device = 0;
   cuda_check(cudaGetDevice(&device), "cudaGetDevice");
   convert_detail::work_pool(device, true);
+  // What conversions and edits on contexts with the default allocator left
+  // unused in the device's stream-ordered pool (memory in use stays).
+  std::shared_ptr<runtime::DeviceAllocator> a;
+  try {
+    a = runtime::stream_pool_allocator(device);
+  } catch (const std::exception&) {
+    (void)cudaGetLastError();  // no memory pools on this device: nothing kept there
+    return;
+  }
+  cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize(release_work_memory)");
+  cuda_check(cudaMemPoolTrimTo(static_cast<runtime::StreamPoolAllocator&>(*a).pool(), 0),
+             "cudaMemPoolTrimTo(stream_pool_allocator)");
 }
 
 template <class V, class I>

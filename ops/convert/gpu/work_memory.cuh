@@ -124,8 +124,8 @@ class WorkMemory {
   // keeps what it has mapped, so that a call after the first maps nothing
   // (the result's pool and the large arrays cost 0.3-0.7 ms to map on the
   // large families: perf-log C44). Without one, the result is cudaMalloc'd.
-  explicit WorkMemory(cudaStream_t stream, const Context* ctx = nullptr)
-      : stream_(stream), log_(std::getenv("HISPARSE_CONVERT_LOG") != nullptr), last_(std::chrono::steady_clock::now()) {
+  explicit WorkMemory(cudaStream_t stream, Context* ctx = nullptr)
+      : stream_(stream), ctx_(ctx), log_(std::getenv("HISPARSE_CONVERT_LOG") != nullptr), last_(std::chrono::steady_clock::now()) {
     int device = 0;
     cuda_check(cudaGetDevice(&device), "cudaGetDevice");
     pool_ = work_pool(device);  // null without memory pools: every array from cudaMalloc then
@@ -143,6 +143,9 @@ class WorkMemory {
   WorkMemory(const WorkMemory&) = delete;
   WorkMemory& operator=(const WorkMemory&) = delete;
   [[nodiscard]] cudaMemPool_t pool() const { return pool_; }
+  // The context the call runs on (its nested calls too: the GPU edit's
+  // builds), or null.
+  [[nodiscard]] Context* context() const { return ctx_; }
   // Where work arrays come from besides the pool: a context's allocator, or null.
   [[nodiscard]] const std::shared_ptr<runtime::DeviceAllocator>& work_allocator() const { return work_allocator_; }
   // Memory of the result (a pool, library-allocated CSR or COO arrays).
@@ -173,6 +176,7 @@ class WorkMemory {
 
  private:
   cudaStream_t stream_;
+  Context* ctx_ = nullptr;
   cudaMemPool_t pool_ = nullptr;
   std::shared_ptr<runtime::DeviceAllocator> result_allocator_, work_allocator_;
   bool log_;

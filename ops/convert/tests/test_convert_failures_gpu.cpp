@@ -25,6 +25,7 @@
 #include "hisparse/formats/matrix_market.hpp"
 #include "hisparse/formats/validate.hpp"
 #include "hisparse/ops/convert_gpu.hpp"
+#include "support/counting_allocator.hpp"
 #include "support/matrices_dir.hpp"
 #include "support/random_matrix.hpp"
 #include "support/test_seed.hpp"
@@ -249,6 +250,20 @@ TEST(ConvertGpu, NotEnoughDeviceMemory) {
     std::printf("  build without room: %s\n", msg.c_str());
     msg = expect_error([&] { (void)ops::to_device_coo<double, std::int32_t>(dev); }, "to_device_coo without room");
     std::printf("  to_device_coo without room: %s\n", msg.c_str());
+    {
+      // Through a context: the default pool's (checked first, as above), and
+      // an allocator of the caller's (not checked: its own failure answers).
+      ops::Context ctx;
+      msg = expect_error([&] { (void)ops::build_device_matrix(ctx, in.view(), opt); }, "build on a context without room");
+      std::printf("  build on a context without room: %s\n", msg.c_str());
+      auto counting = std::make_shared<CountingAllocator>();
+      ops::Context own(nullptr, counting);
+      msg = expect_error([&] { (void)ops::build_device_matrix(own, in.view(), opt); },
+                         "build on a caller's allocator without room");
+      std::printf("  build on a caller's allocator without room: %s\n", msg.c_str());
+      cuda_check(cudaDeviceSynchronize(), "sync");
+      EXPECT_EQ(counting->outstanding.load(), 0);
+    }
     expect_device_usable("without room");
     EXPECT_GE(free_device_bytes() + leak_slack, before) << "memory not given back without room";
   }

@@ -59,7 +59,7 @@ void check_updates(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& u) {
 // the arena has no room for it (nothing changed).
 template <class V, class I, class J>
 bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode mode, cudaStream_t stream,
-               EditStats& st, Result& res) {
+               Context* ctx, EditStats& st, Result& res) {
   const Shape& s = a.shape();
   const u32 b = s.log2_node_size, D = s.depth, u = D >= 2 ? D - 2 : 0;
   const bool tr = a.transposed(), unit_is_leaf = u + 1 == D;
@@ -68,7 +68,7 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
   int key_bits = 0;
   const TreeKey tk = tree_key_of(s, key_bits);
   const u32 unit_shift = 2 * b * (D - u), level_shift = b * (D - u);
-  WorkMemory w(stream);
+  WorkMemory w(stream, ctx);
 
   // 1. Sorted distinct positions.
   Array<u64> key_s(w, n);
@@ -504,13 +504,13 @@ bool edit_into(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& up, EditMode
 // needed: the bytes the edit appends (also when they did not fit).
 template <class V, class I>
 bool try_edit(const DeviceMatrix<V>& fam, const DeviceCooView<V, I>& up, EditMode mode, cudaStream_t stream,
-              EditStats& st, DeviceMatrix<V>& out, std::uint64_t* needed = nullptr) {
+              Context* ctx, EditStats& st, DeviceMatrix<V>& out, std::uint64_t* needed = nullptr) {
   Result res;
   const Shape& s = fam.shape();
   const bool narrow = s.rows <= static_cast<index_t>(std::numeric_limits<std::int32_t>::max()) &&
                       s.cols <= static_cast<index_t>(std::numeric_limits<std::int32_t>::max());
-  const bool ok = narrow ? edit_into<V, I, std::int32_t>(fam, up, mode, stream, st, res)
-                         : edit_into<V, I, std::int64_t>(fam, up, mode, stream, st, res);
+  const bool ok = narrow ? edit_into<V, I, std::int32_t>(fam, up, mode, stream, ctx, st, res)
+                         : edit_into<V, I, std::int64_t>(fam, up, mode, stream, ctx, st, res);
   if (needed) *needed = res.needed;
   if (!ok) return false;
   out = DeviceMatrix<V>::version(fam.arena(), res.view, s, res.nnz, res.root, fam.transposed(), fam.scale(),
@@ -521,9 +521,58 @@ bool try_edit(const DeviceMatrix<V>& fam, const DeviceCooView<V, I>& up, EditMod
 // The matrix an edit appends to: A's family, or a new one (set and add on a
 // scaled matrix: materialized first, as on the host).
 template <class V>
-DeviceMatrix<V> family_of(const DeviceMatrix<V>& a, EditMode mode, cudaStream_t stream) {
-  if (mode != EditMode::remove && a.scale() != V(1)) return start_family(materialize(a, {}, stream), 0, stream);
+DeviceMatrix<V> family_of(const DeviceMatrix<V>& a, EditMode mode, cudaStream_t stream, Context* ctx) {
+  if (mode != EditMode::remove && a.scale() != V(1))
+    return start_family(ctx ? materialize(*ctx, a) : materialize(a, {}, stream), 0, stream);
   return versioned(a, 0, stream);
+}
+
+template <class V, class I>
+DeviceMatrix<V> edit_version(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& updates, EditMode mode,
+                             cudaStream_t stream, Context* ctx, EditStats* stats) {
+  check_updates(a, updates);
+  DeviceMatrix<V> fam = family_of(a, mode, stream, ctx);
+  if (updates.nnz == 0) {
+    if (stats) *stats = EditStats{};
+    return fam;
+  }
+  EditStats st;
+  DeviceMatrix<V> out;
+  if (!try_edit(fam, updates, mode, stream, ctx, st, out))
+    throw LimitError("GPU edit: the family's device arena (" + std::to_string(fam.arena()->capacity()) +
+                     " bytes, " + std::to_string(fam.arena()->size()) +
+                     " used) has no room for this edit; start a new family from a compact copy "
+                     "(ops::versioned(ops::copy(a), capacity))");
+  if (stats) *stats = st;
+  return out;
+}
+
+template <class V, class I>
+void edit_in_place(DeviceMatrix<V>& a, const DeviceCooView<V, I>& updates, EditMode mode, cudaStream_t stream,
+                   Context* ctx, EditStats* stats) {
+  check_updates(a, updates);
+  DeviceMatrix<V> fam = family_of(a, mode, stream, ctx);
+  EditStats st;
+  DeviceMatrix<V> out;
+  if (updates.nnz == 0) {
+    out = std::move(fam);
+  } else if (std::uint64_t needed = 0; !try_edit(fam, updates, mode, stream, ctx, st, out, &needed)) {
+    // No room: a's own nodes into a new family with room for this edit and as
+    // much again (at least the default's), where the edit then goes; what it
+    // appends depends on the entries only, not on where the old nodes lie.
+    DeviceMatrix<V> own = ctx ? copy(*ctx, fam, CopyOptions{true}) : copy(fam, CopyOptions{true}, stream);
+    if (own.pool_bytes() + needed > max_pool_bytes)
+      throw LimitError("GPU edit: the matrix (" + std::to_string(own.pool_bytes()) + " bytes) and this edit's " +
+                       std::to_string(needed) + " new bytes pass the 4 GiB a device arena addresses");
+    const std::uint64_t room = std::max(default_capacity(own.pool_bytes()),
+                                        round_up(2 * (own.pool_bytes() + needed), node_alignment));
+    fam = start_family(own, std::min<std::uint64_t>(room, max_pool_bytes), stream);
+    if (!try_edit(fam, updates, mode, stream, ctx, st, out))
+      throw Error("GPU edit: the edit found no room in a new family sized for it (" + std::to_string(needed) +
+                  " bytes)");
+  }
+  if (stats) *stats = st;
+  a = std::move(out);
 }
 
 }  // namespace edit_gpu_detail
@@ -539,57 +588,36 @@ DeviceMatrix<V> versioned(const DeviceMatrix<V>& a, std::uint64_t capacity, cuda
 template <class V, class I>
 DeviceMatrix<V> edit_version(const DeviceMatrix<V>& a, const DeviceCooView<V, I>& updates, EditMode mode,
                              cudaStream_t stream, EditStats* stats) {
-  using namespace edit_gpu_detail;
-  check_updates(a, updates);
-  DeviceMatrix<V> fam = family_of(a, mode, stream);
-  if (updates.nnz == 0) {
-    if (stats) *stats = EditStats{};
-    return fam;
-  }
-  EditStats st;
-  DeviceMatrix<V> out;
-  if (!try_edit(fam, updates, mode, stream, st, out))
-    throw LimitError("GPU edit: the family's device arena (" + std::to_string(fam.arena()->capacity()) +
-                     " bytes, " + std::to_string(fam.arena()->size()) +
-                     " used) has no room for this edit; start a new family from a compact copy "
-                     "(ops::versioned(ops::copy(a), capacity))");
-  if (stats) *stats = st;
-  return out;
+  return edit_gpu_detail::edit_version(a, updates, mode, stream, nullptr, stats);
+}
+
+template <class V, class I>
+DeviceMatrix<V> edit_version(Context& ctx, const DeviceMatrix<V>& a, const DeviceCooView<V, I>& updates, EditMode mode,
+                             EditStats* stats) {
+  ctx.check_device("GPU edit");
+  return edit_gpu_detail::edit_version(a, updates, mode, ctx.stream(), &ctx, stats);
 }
 
 template <class V, class I>
 void edit_in_place(DeviceMatrix<V>& a, const DeviceCooView<V, I>& updates, EditMode mode, cudaStream_t stream,
                    EditStats* stats) {
-  using namespace edit_gpu_detail;
-  check_updates(a, updates);
-  DeviceMatrix<V> fam = family_of(a, mode, stream);
-  EditStats st;
-  DeviceMatrix<V> out;
-  if (updates.nnz == 0) {
-    out = std::move(fam);
-  } else if (std::uint64_t needed = 0; !try_edit(fam, updates, mode, stream, st, out, &needed)) {
-    // No room: a's own nodes into a new family with room for this edit and as
-    // much again (at least the default's), where the edit then goes; what it
-    // appends depends on the entries only, not on where the old nodes lie.
-    DeviceMatrix<V> own = copy(fam, CopyOptions{true}, stream);
-    if (own.pool_bytes() + needed > max_pool_bytes)
-      throw LimitError("GPU edit: the matrix (" + std::to_string(own.pool_bytes()) + " bytes) and this edit's " +
-                       std::to_string(needed) + " new bytes pass the 4 GiB a device arena addresses");
-    const std::uint64_t room = std::max(default_capacity(own.pool_bytes()),
-                                        round_up(2 * (own.pool_bytes() + needed), node_alignment));
-    fam = start_family(own, std::min<std::uint64_t>(room, max_pool_bytes), stream);
-    if (!try_edit(fam, updates, mode, stream, st, out))
-      throw Error("GPU edit: the edit found no room in a new family sized for it (" + std::to_string(needed) +
-                  " bytes)");
-  }
-  if (stats) *stats = st;
-  a = std::move(out);
+  edit_gpu_detail::edit_in_place(a, updates, mode, stream, nullptr, stats);
+}
+
+template <class V, class I>
+void edit_in_place(Context& ctx, DeviceMatrix<V>& a, const DeviceCooView<V, I>& updates, EditMode mode,
+                   EditStats* stats) {
+  ctx.check_device("GPU edit");
+  edit_gpu_detail::edit_in_place(a, updates, mode, ctx.stream(), &ctx, stats);
 }
 
 #define HISPARSE_EDIT_GPU(V, I)                                                                                     \
   template DeviceMatrix<V> edit_version(const DeviceMatrix<V>&, const DeviceCooView<V, I>&, EditMode, cudaStream_t, \
                                         EditStats*);                                                                \
-  template void edit_in_place(DeviceMatrix<V>&, const DeviceCooView<V, I>&, EditMode, cudaStream_t, EditStats*);
+  template void edit_in_place(DeviceMatrix<V>&, const DeviceCooView<V, I>&, EditMode, cudaStream_t, EditStats*);  \
+  template DeviceMatrix<V> edit_version(Context&, const DeviceMatrix<V>&, const DeviceCooView<V, I>&, EditMode,     \
+                                        EditStats*);                                                                \
+  template void edit_in_place(Context&, DeviceMatrix<V>&, const DeviceCooView<V, I>&, EditMode, EditStats*);
 HISPARSE_EDIT_GPU(float, std::int32_t)
 HISPARSE_EDIT_GPU(float, std::int64_t)
 HISPARSE_EDIT_GPU(double, std::int32_t)

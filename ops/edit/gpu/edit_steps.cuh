@@ -134,8 +134,9 @@ DeviceMatrix<V> rebuild(WorkMemory& w, Entries<V>& old, const u64* ukey, u64 m, 
   old = Entries<V>{};
   keep.release();
   kpos.release();
-  return build_device_matrix(DeviceCooView<V, J>{s.rows, s.cols, n_in, brow.get(), bcol.get(), bval.get()},
-                             BuildOptions{s.node_size(), wide}, st);
+  const DeviceCooView<V, J> in{s.rows, s.cols, n_in, brow.get(), bcol.get(), bval.get()};
+  const BuildOptions options{s.node_size(), wide};
+  return w.context() ? build_device_matrix(*w.context(), in, options) : build_device_matrix(in, options, st);
 }
 
 // How many of the n flags (flag[n] = 0) are set.

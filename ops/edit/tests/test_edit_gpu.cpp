@@ -4,7 +4,8 @@
 // indices, in branching families of versions; after every step the version's
 // download is the host edit's pool byte for byte (and validates), the stats
 // agree, the parent is unchanged, and the untouched sub-trees are shared at
-// their old offsets. Also: in-place edits through arena compaction, the
+// their old offsets; int64 batches run through a library context. Also:
+// in-place edits through arena compaction (every other step on a context), the
 // shared matrices with SpMV on the versions, and refused batches.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -62,10 +63,15 @@ struct DeviceBatch {
   }
 };
 
+// int32 batches by the form that takes a stream, int64 ones through a
+// context (its allocator's pool for the work arrays and rebuilt sub-trees).
 template <class V>
 DeviceMatrix<V> gpu_edit(const DeviceMatrix<V>& a, const Coo<V>& u, EditMode mode, bool wide_index,
                          ops::EditStats* st) {
-  if (wide_index) return ops::edit_version(a, DeviceBatch<V, std::int64_t>(u).view(), mode, nullptr, st);
+  if (wide_index) {
+    ops::Context ctx;
+    return ops::edit_version(ctx, a, DeviceBatch<V, std::int64_t>(u).view(), mode, st);
+  }
   return ops::edit_version(a, DeviceBatch<V, std::int32_t>(u).view(), mode, nullptr, st);
 }
 
@@ -215,7 +221,12 @@ TEST(EditGpu, InPlaceThroughCompaction) {
     want = ops::edit(want, u, mode);
     const DeviceArena* before = a.arena().get();
     ops::EditStats st;
-    ops::edit_in_place(a, DeviceBatch<double, std::int64_t>(u).view(), mode, nullptr, &st);
+    if (step % 2) {  // through a context every other step (its copy where the arena is full)
+      ops::Context ctx;
+      ops::edit_in_place(ctx, a, DeviceBatch<double, std::int64_t>(u).view(), mode, &st);
+    } else {
+      ops::edit_in_place(a, DeviceBatch<double, std::int64_t>(u).view(), mode, nullptr, &st);
+    }
     moved += a.arena().get() != before;
     const Matrix<double> got = a.download();
     ASSERT_TRUE(same_matrix(got, want)) << "step " << step;
@@ -361,6 +372,9 @@ TEST(EditGpu, ScaledAndTransposedStates) {
         const Matrix<double> want = ops::edit(h, u, mode);
         const Matrix<double> got = ops::edit_version(g, DeviceBatch<double, std::int64_t>(u).view(), mode).download();
         ASSERT_TRUE(same_matrix(got, want));
+        ops::Context ctx;  // the same through a context (its materialize where the matrix is scaled)
+        ASSERT_TRUE(same_matrix(ops::edit_version(ctx, g, DeviceBatch<double, std::int32_t>(u).view(), mode).download(),
+                                want));
       }
     }
   }

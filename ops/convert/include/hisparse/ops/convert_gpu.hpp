@@ -111,8 +111,11 @@ struct ConvertStats {
 // sizeof(V)) bytes of work arrays at once (sort buffers and CUB's temporary
 // storage included), besides its input and its result; arrays under 64 MiB
 // come from a memory pool of the call's own, which keeps their freed blocks
-// for reuse until the call returns (docs/ops.md). Before anything is allocated
-// the bound is checked against the free device memory (LimitError). Sorting
+// for reuse until the call returns (docs/ops.md); on a context, every array
+// from its allocator. Before anything is allocated the bound is checked
+// against the free device memory (LimitError; on a context with the default
+// allocator the pool's unused memory counts as free; with an allocator of the
+// caller's the check is skipped and its own failure is the error). Sorting
 // takes 36 bytes per entry (44 for a CSR, whose rows are expanded first), the
 // distinct entries and their leaves up to 80 + 2·sizeof(V) together, and
 // every level of the skeleton up to 24 bytes per entry (docs/ops.md,
@@ -183,14 +186,19 @@ DeviceCsr<V, I> to_device_csr(Context& ctx, const DeviceMatrix<V>& a, ConvertSta
 template <class V, class I>
 DeviceCoo<V, I> to_device_coo(Context& ctx, const DeviceMatrix<V>& a, ConvertStats* stats = nullptr);
 
-// GPU conversions and edits take their work arrays from a memory pool of the
-// process (one per device) that keeps up to 256 MiB mapped between calls, so
-// that the next call needs no new mappings (a conversion that would not fit
-// gives them back itself before it checks). This destroys the current
-// device's pool, its memory going back to the device; the next call makes a
-// new one. Call it with no conversion or edit in flight on the device: for a
-// caller that needs the memory elsewhere, measures free memory, or is about
-// to call cudaDeviceReset (which would leave the pool destroyed under us).
+// GPU conversions and edits without a context take their work arrays from a
+// memory pool of the process (one per device) that keeps up to 256 MiB mapped
+// between calls, so that the next call needs no new mappings (a conversion
+// that would not fit gives them back itself before it checks); on a context
+// with the default allocator they come from the device's stream-ordered pool
+// (runtime::stream_pool_allocator), which keeps everything freed into it: the
+// largest call's work arrays and results, until trimmed. This destroys the
+// current device's work pool, its memory going back to the device, and trims
+// the stream-ordered pool to what is in use (after synchronising the device);
+// the next call makes a new work pool. Call it with no conversion or edit in
+// flight on the device: for a caller that needs the memory elsewhere,
+// measures free memory, or is about to call cudaDeviceReset (which would
+// leave the pool destroyed under us).
 void release_work_memory();
 
 }  // namespace hisparse::ops

@@ -63,4 +63,17 @@ template <class V, class I>
 void edit_in_place(DeviceMatrix<V>& a, const DeviceCooView<V, I>& updates, EditMode mode, cudaStream_t stream = nullptr,
                    EditStats* stats = nullptr);
 
+// The same two on a context: its stream, its allocator for every work array
+// and for the sub-trees built again (whose default pool keeps what it has
+// mapped, so an edit after the first maps nothing: perf-log E10), and its
+// materialize and copy where those run. The family's arena is allocated as
+// in the forms above (versioned).
+template <class V, class I>
+DeviceMatrix<V> edit_version(Context& ctx, const DeviceMatrix<V>& a, const DeviceCooView<V, I>& updates, EditMode mode,
+                             EditStats* stats = nullptr);
+
+template <class V, class I>
+void edit_in_place(Context& ctx, DeviceMatrix<V>& a, const DeviceCooView<V, I>& updates, EditMode mode,
+                   EditStats* stats = nullptr);
+
 }  // namespace hisparse::ops
