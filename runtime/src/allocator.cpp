@@ -41,16 +41,26 @@ void* SynchronousAllocator::allocate(std::size_t bytes, cudaStream_t) {
 
 void SynchronousAllocator::deallocate(void* p, std::size_t, cudaStream_t) noexcept { (void)cudaFree(p); }
 
-std::shared_ptr<DeviceAllocator> stream_pool_allocator(int device) {
-    // Never destroyed: a pool's memory goes with the process's CUDA context,
-    // and at exit the CUDA runtime may be gone before static destructors run.
+namespace {
+// The process's stream-ordered pools. Never destroyed: a pool's memory goes
+// with the process's CUDA context, and at exit the CUDA runtime may be gone
+// before static destructors run.
+std::shared_ptr<DeviceAllocator> stream_pool(int device, bool make) {
     static std::mutex mutex;
     static auto* pools = new std::map<int, std::shared_ptr<DeviceAllocator>>();
     const std::lock_guard lock(mutex);
-    auto& p = (*pools)[device];
-    if (!p) p = std::make_shared<StreamPoolAllocator>(device);
+    const auto it = pools->find(device);
+    if (it != pools->end()) return it->second;
+    if (!make) return nullptr;
+    auto p = std::make_shared<StreamPoolAllocator>(device);
+    (*pools)[device] = p;
     return p;
 }
+}  // namespace
+
+std::shared_ptr<DeviceAllocator> stream_pool_allocator(int device) { return stream_pool(device, true); }
+
+std::shared_ptr<DeviceAllocator> existing_stream_pool_allocator(int device) { return stream_pool(device, false); }
 
 std::shared_ptr<DeviceAllocator> synchronous_allocator() {
     static const auto* a = new std::shared_ptr<DeviceAllocator>(std::make_shared<SynchronousAllocator>());

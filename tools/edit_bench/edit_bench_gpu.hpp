@@ -9,10 +9,10 @@ namespace hisparse::edit_bench {
 
 struct GpuEditTiming {
   double edit_ms = 0;       // ops::edit_version of the family's first version through a context, median
-  double edit_stream_ms = 0;  // the same by the form without a context (work arrays mapped at each call)
+  double edit_stream_ms = 0;  // the same by the form without a context (its arrays of 64 MiB or more mapped at each call)
   double csr_ms = 0;        // the batch sorted and merged into new CSR arrays, median
   double new_bytes = 0;     // what the version adds to its family, over the pool's bytes
-  bool agree = false;       // both results have the same nnz
+  bool agree = false;       // the results (both edit forms, the merge) have the same nnz
 };
 
 // A matrix on the GPU as HiSparse (built there) and as CSR (extracted).

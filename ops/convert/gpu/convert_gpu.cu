@@ -174,14 +174,10 @@ void release_work_memory() {
   cuda_check(cudaGetDevice(&device), "cudaGetDevice");
   convert_detail::work_pool(device, true);
   // What conversions and edits on contexts with the default allocator left
-  // unused in the device's stream-ordered pool (memory in use stays).
-  std::shared_ptr<runtime::DeviceAllocator> a;
-  try {
-    a = runtime::stream_pool_allocator(device);
-  } catch (const std::exception&) {
-    (void)cudaGetLastError();  // no memory pools on this device: nothing kept there
-    return;
-  }
+  // unused in the device's stream-ordered pool (memory in use stays); none
+  // is made where no context has made it.
+  const std::shared_ptr<runtime::DeviceAllocator> a = runtime::existing_stream_pool_allocator(device);
+  if (!a) return;
   cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize(release_work_memory)");
   cuda_check(cudaMemPoolTrimTo(static_cast<runtime::StreamPoolAllocator&>(*a).pool(), 0),
              "cudaMemPoolTrimTo(stream_pool_allocator)");

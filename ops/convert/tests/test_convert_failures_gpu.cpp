@@ -254,14 +254,17 @@ TEST(ConvertGpu, NotEnoughDeviceMemory) {
       // Through a context: the default pool's (checked first, as above), and
       // an allocator of the caller's (not checked: its own failure answers).
       ops::Context ctx;
-      msg = expect_error([&] { (void)ops::build_device_matrix(ctx, in.view(), opt); }, "build on a context without room");
+      msg = expect_error<LimitError>([&] { (void)ops::build_device_matrix(ctx, in.view(), opt); },
+                                     "build on a context without room");
       std::printf("  build on a context without room: %s\n", msg.c_str());
       auto counting = std::make_shared<CountingAllocator>();
       ops::Context own(nullptr, counting);
       msg = expect_error([&] { (void)ops::build_device_matrix(own, in.view(), opt); },
                          "build on a caller's allocator without room");
       std::printf("  build on a caller's allocator without room: %s\n", msg.c_str());
+      EXPECT_EQ(msg.find("needs up to"), std::string::npos) << "the check ran on a caller's allocator";
       cuda_check(cudaDeviceSynchronize(), "sync");
+      EXPECT_GT(counting->allocations.load(), 0);  // the work arrays came from it, until one failed
       EXPECT_EQ(counting->outstanding.load(), 0);
     }
     expect_device_usable("without room");

@@ -29,9 +29,11 @@
 #include "hisparse/formats/node_view.hpp"
 #include "hisparse/formats/validate.hpp"
 #include "hisparse/ops/copy_gpu.hpp"
+#include "hisparse/ops/context.hpp"
 #include "hisparse/ops/edit_gpu.hpp"
 #include "hisparse/ops/spmv_reference.hpp"
 #include "hisparse/ops/spmv_gpu.hpp"
+#include "support/counting_allocator.hpp"
 #include "support/matrices_dir.hpp"
 #include "support/test_seed.hpp"
 
@@ -233,6 +235,27 @@ TEST(EditGpu, InPlaceThroughCompaction) {
     ASSERT_NO_THROW(validate(got.content()));
   }
   EXPECT_GE(moved, 1) << "the small arena never filled";
+  // On a context, into a nearly full family again: the compaction (its copy)
+  // runs on the context, and the work arrays come from its allocator.
+  a = ops::versioned(ops::copy(a), a.pool_bytes() + 4096);
+  auto counting = std::make_shared<CountingAllocator>();
+  {
+    ops::Context ctx(nullptr, counting);
+    const Coo<double> u = random_batch(m2, rows, cols, 2000, rng);
+    apply(m2, u, EditMode::set);
+    want = ops::edit(want, u, EditMode::set);
+    const DeviceArena* before = a.arena().get();
+    ops::edit_in_place(ctx, a, DeviceBatch<double, std::int64_t>(u).view(), EditMode::set);
+    EXPECT_NE(a.arena().get(), before) << "the nearly full arena did not move";
+    const Matrix<double> got = a.download();
+    ASSERT_TRUE(same_matrix(got, want)) << "in place on a context, through compaction";
+    ASSERT_NO_THROW(validate(got.content()));
+  }
+  cuda_check(cudaDeviceSynchronize(), "sync");
+  EXPECT_GT(counting->allocations.load(), 0) << "the edit on a context did not use its allocator";
+  a = DeviceMatrix<double>();
+  cuda_check(cudaDeviceSynchronize(), "sync");
+  EXPECT_EQ(counting->outstanding.load(), 0);
 }
 
 // The shared matrices: a random 1% batch in each mode, SpMV on the versions.

@@ -50,7 +50,11 @@ public:
 };
 
 // The process's StreamPoolAllocator of `device` (one object per device).
+// Made at the first call and kept for the process: it does not survive
+// cudaDeviceReset.
 [[nodiscard]] std::shared_ptr<DeviceAllocator> stream_pool_allocator(int device);
+// The same where a call has made it already; null otherwise (makes nothing).
+[[nodiscard]] std::shared_ptr<DeviceAllocator> existing_stream_pool_allocator(int device);
 // The process's SynchronousAllocator.
 [[nodiscard]] std::shared_ptr<DeviceAllocator> synchronous_allocator();
 

@@ -32,9 +32,15 @@
 // limit, or whose conversion does not fit in device memory) throws
 // hisparse::Error / LimitError naming what and where, before any result
 // exists; nothing the call allocated is left behind and the device stays
-// usable. Work memory: the peak is reported in ConvertStats and bounded by
-// convert_work_bound; up to 256 MiB of it stays mapped between calls
-// (release_work_memory).
+// usable. The work-memory check is an estimate: on a context, an allocation
+// can still fail later (the pool's unused memory in pieces too small, or an
+// allocator of the caller's, which is not checked), which is a clean
+// hisparse::Error that leaves nothing allocated; caller arrays of an
+// extraction may then be partly written.
+// Work memory: the peak is reported in ConvertStats and bounded by
+// convert_work_bound; without a context up to 256 MiB of it stays mapped
+// between calls, on one with the default allocator all of it stays in that
+// pool (release_work_memory).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -194,8 +200,8 @@ DeviceCoo<V, I> to_device_coo(Context& ctx, const DeviceMatrix<V>& a, ConvertSta
 // (runtime::stream_pool_allocator), which keeps everything freed into it: the
 // largest call's work arrays and results, until trimmed. This destroys the
 // current device's work pool, its memory going back to the device, and trims
-// the stream-ordered pool to what is in use (after synchronising the device);
-// the next call makes a new work pool. Call it with no conversion or edit in
+// the stream-ordered pool to what is in use (after synchronising the device;
+// where a context has made that pool); the next call makes a new work pool. Call it with no conversion or edit in
 // flight on the device: for a caller that needs the memory elsewhere,
 // measures free memory, or is about to call cudaDeviceReset (which would
 // leave the pool destroyed under us).
