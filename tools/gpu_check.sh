@@ -20,7 +20,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 status=0
 only=${SANITIZE_ONLY:-0}
 [ "$only" = 1 ] && TESTS=none
-for t in ${TESTS:-"$build"/ops/test-ops-gpu "$build"/runtime/tests/runtime-gpu-tests}; do
+for t in ${TESTS:-"$build"/ops/test-ops-gpu "$build"/runtime/tests/runtime-gpu-tests "$build"/tests/readme-example}; do
   [ -x "$t" ] || continue
   echo "== $t"
   timeout "${TEST_TIMEOUT:-300}" "$t" --gtest_brief=1 >"$out/$(basename "$t").log" 2>&1
