@@ -92,8 +92,9 @@ int main() {
       const auto v = back.view();
       const std::vector<int> rp = download(v.row_ptr, t.rows + 1), ci = download(v.col, t.nnz());
       const std::vector<float> va = download(v.val, t.nnz());
-      for (std::size_t i = 0; ok && i < rp.size(); ++i) ok = rp[i] == t.row_ptr[i];
-      for (std::size_t k = 0; ok && k < ci.size(); ++k) ok = ci[k] == t.col[k] && va[k] == t.val[k];
+      for (std::size_t i = 0; ok && i < rp.size(); ++i) ok = static_cast<std::uint64_t>(rp[i]) == t.row_ptr[i];
+      for (std::size_t k = 0; ok && k < ci.size(); ++k)
+        ok = static_cast<std::uint64_t>(ci[k]) == t.col[k] && va[k] == t.val[k];
       if (!ok) std::puts("the CSR of A^T differs from to_csr's");
     }
     for (void* p : {static_cast<void*>(d_row_ptr), static_cast<void*>(d_col), static_cast<void*>(d_val),
