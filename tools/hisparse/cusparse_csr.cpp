@@ -34,18 +34,6 @@ CusparseHandle::~CusparseHandle() {
 }
 
 template <class V>
-CsrArrays<V> CsrArrays<V>::allocate(std::uint64_t rows, std::uint64_t cols, std::uint64_t nnz) {
-  CsrArrays<V> c;
-  c.rows = rows;
-  c.cols = cols;
-  c.nnz = nnz;
-  c.row_ptr = DeviceBytes((rows + 1) * 4);
-  c.col = DeviceBytes(std::max<std::uint64_t>(nnz, 1) * 4);
-  c.val = DeviceBytes(std::max<std::uint64_t>(nnz, 1) * sizeof(V));
-  return c;
-}
-
-template <class V>
 CsrArrays<V> CsrArrays<V>::allocate(std::uint64_t rows, std::uint64_t cols, std::uint64_t nnz,
                                     const std::shared_ptr<runtime::DeviceAllocator>& allocator, cudaStream_t stream) {
   CsrArrays<V> c;
@@ -160,8 +148,7 @@ template <class V>
 CsrArrays<V> csr_transpose(cusparseHandle_t h, const CsrArrays<V>& a, cudaStream_t stream, std::size_t* work_bytes,
                            const std::shared_ptr<runtime::DeviceAllocator>& allocator) {
   cusparse_check(cusparseSetStream(h, stream), "cusparseSetStream");
-  CsrArrays<V> t = allocator ? CsrArrays<V>::allocate(a.cols, a.rows, a.nnz, allocator, stream)
-                             : CsrArrays<V>::allocate(a.cols, a.rows, a.nnz);
+  CsrArrays<V> t = CsrArrays<V>::allocate(a.cols, a.rows, a.nnz, allocator, stream);
   std::size_t need = 0;
   const auto m = static_cast<int>(a.rows), n = static_cast<int>(a.cols), nnz = static_cast<int>(a.nnz);
   cusparse_check(cusparseCsr2cscEx2_bufferSize(h, m, n, nnz, a.val.get(), a.row_ptr.template as<const int>(),
@@ -170,8 +157,7 @@ CsrArrays<V> csr_transpose(cusparseHandle_t h, const CsrArrays<V>& a, cudaStream
                                                CUSPARSE_INDEX_BASE_ZERO, CUSPARSE_CSR2CSC_ALG_DEFAULT, &need),
                  "cusparseCsr2cscEx2_bufferSize");
   if (work_bytes) *work_bytes = need;
-  DeviceBytes work = allocator ? DeviceBytes(std::max<std::size_t>(need, 1), stream, allocator)
-                              : DeviceBytes(std::max<std::size_t>(need, 1));
+  DeviceBytes work(std::max<std::size_t>(need, 1), stream, allocator);
   cusparse_check(cusparseCsr2cscEx2(h, m, n, nnz, a.val.get(), a.row_ptr.template as<const int>(),
                                     a.col.template as<const int>(), t.val.get(), t.row_ptr.template as<int>(), t.col.template as<int>(),
                                     value_type<V>(), CUSPARSE_ACTION_NUMERIC, CUSPARSE_INDEX_BASE_ZERO,

@@ -21,10 +21,11 @@ struct CsrArrays {
   [[nodiscard]] std::uint64_t bytes() const { return (rows + 1) * 4 + nnz * (4 + sizeof(V)); }
   // Arrays of that shape, uninitialised; index and value arrays never empty,
   // so that every pointer is valid.
-  static CsrArrays allocate(std::uint64_t rows, std::uint64_t cols, std::uint64_t nnz);
-  // The same from `allocator` on `stream` (a context's: freed to it on that stream).
+  // From `allocator` on `stream` where given (a context's: freed to it on
+  // that stream), cudaMalloc otherwise.
   static CsrArrays allocate(std::uint64_t rows, std::uint64_t cols, std::uint64_t nnz,
-                            const std::shared_ptr<runtime::DeviceAllocator>& allocator, cudaStream_t stream);
+                            const std::shared_ptr<runtime::DeviceAllocator>& allocator = nullptr,
+                            cudaStream_t stream = nullptr);
   // Uploads; rejects matrices beyond 32-bit indices.
   static CsrArrays upload(const Csr<V>& csr);
   [[nodiscard]] Csr<V> download() const;

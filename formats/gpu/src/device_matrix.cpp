@@ -32,11 +32,12 @@ bool injected_failure_due() {
 }
 }  // namespace
 
-DeviceBytes::DeviceBytes(std::size_t bytes) : size_(bytes), capacity_(bytes) {
-  if (!bytes) return;
+DeviceBytes::DeviceBytes(std::size_t bytes) : size_(bytes), capacity_(bytes) { device_malloc(); }
+void DeviceBytes::device_malloc() {
+  if (!size_) return;
   if (injected_failure_due())
     throw Error("CUDA error in cudaMalloc: cudaErrorMemoryAllocation (out of memory, injected by a test)");
-  cuda_check(cudaMalloc(&ptr_, bytes), "cudaMalloc");
+  cuda_check(cudaMalloc(&ptr_, size_), "cudaMalloc");
 }
 DeviceBytes::DeviceBytes(std::size_t bytes, cudaStream_t stream, cudaMemPool_t pool)
     : size_(bytes), capacity_(bytes), stream_(stream), pooled_(true) {
@@ -47,6 +48,10 @@ DeviceBytes::DeviceBytes(std::size_t bytes, cudaStream_t stream, cudaMemPool_t p
 }
 DeviceBytes::DeviceBytes(std::size_t bytes, cudaStream_t stream, std::shared_ptr<runtime::DeviceAllocator> allocator)
     : size_(bytes), capacity_(bytes), stream_(stream), allocator_(std::move(allocator)) {
+  if (!allocator_) {
+    device_malloc();
+    return;
+  }
   if (!bytes) return;
   if (injected_failure_due())
     throw Error("device allocation of " + std::to_string(bytes) + " bytes failed: out of memory (injected by a test)");

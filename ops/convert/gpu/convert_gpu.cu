@@ -110,10 +110,6 @@ void extract_into(const DeviceMatrix<V>& a, I* row, I* row_ptr, I* col, Out* val
 // The library-allocated forms: arrays of the result's shape (index and value
 // arrays never empty, so that every pointer is valid), from the context's
 // allocator where there is one, cudaMalloc otherwise.
-inline DeviceBytes result_array(std::uint64_t bytes, cudaStream_t stream, Context* ctx) {
-  return ctx ? ctx->allocate(bytes) : DeviceBytes(bytes);
-}
-
 template <class V, class I>
 DeviceCsr<V, I> extract_csr(const DeviceMatrix<V>& a, cudaStream_t stream, Context* ctx, ConvertStats* stats) {
   check_index_range<I>(a.rows(), a.cols(), a.nnz());
@@ -122,9 +118,10 @@ DeviceCsr<V, I> extract_csr(const DeviceMatrix<V>& a, cudaStream_t stream, Conte
   out.cols = a.cols();
   out.nnz = a.nnz();
   const std::uint64_t k = std::max<std::uint64_t>(a.nnz(), 1);
-  out.row_ptr = result_array((a.rows() + 1) * sizeof(I), stream, ctx);
-  out.col = result_array(k * sizeof(I), stream, ctx);
-  out.val = result_array(k * sizeof(V), stream, ctx);
+  const auto allocator = ctx ? ctx->allocator() : nullptr;
+  out.row_ptr = DeviceBytes((a.rows() + 1) * sizeof(I), stream, allocator);
+  out.col = DeviceBytes(k * sizeof(I), stream, allocator);
+  out.val = DeviceBytes(k * sizeof(V), stream, allocator);
   extract_into<V, I>(a, nullptr, out.row_ptr.template as<I>(), out.col.template as<I>(), out.val.template as<V>(),
                      stream, ctx, stats);
   return out;
@@ -138,9 +135,10 @@ DeviceCoo<V, I> extract_coo(const DeviceMatrix<V>& a, cudaStream_t stream, Conte
   out.cols = a.cols();
   out.nnz = a.nnz();
   const std::uint64_t k = std::max<std::uint64_t>(a.nnz(), 1);
-  out.row = result_array(k * sizeof(I), stream, ctx);
-  out.col = result_array(k * sizeof(I), stream, ctx);
-  out.val = result_array(k * sizeof(V), stream, ctx);
+  const auto allocator = ctx ? ctx->allocator() : nullptr;
+  out.row = DeviceBytes(k * sizeof(I), stream, allocator);
+  out.col = DeviceBytes(k * sizeof(I), stream, allocator);
+  out.val = DeviceBytes(k * sizeof(V), stream, allocator);
   extract_into<V, I>(a, out.row.template as<I>(), nullptr, out.col.template as<I>(), out.val.template as<V>(), stream,
                      ctx, stats);
   return out;

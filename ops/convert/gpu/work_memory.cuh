@@ -129,10 +129,7 @@ class WorkMemory {
     int device = 0;
     cuda_check(cudaGetDevice(&device), "cudaGetDevice");
     pool_ = work_pool(device);  // null without memory pools: every array from cudaMalloc then
-    if (ctx) {
-      result_allocator_ = ctx->allocator();
-      if (ctx->allocator() != runtime::synchronous_allocator()) work_allocator_ = ctx->allocator();
-    }
+    if (ctx && ctx->allocator() != runtime::synchronous_allocator()) work_allocator_ = ctx->allocator();
   }
   ~WorkMemory() {
     // Every array is freed (stream-ordered) by now; once those frees have
@@ -150,7 +147,7 @@ class WorkMemory {
   [[nodiscard]] const std::shared_ptr<runtime::DeviceAllocator>& work_allocator() const { return work_allocator_; }
   // Memory of the result (a pool, library-allocated CSR or COO arrays).
   [[nodiscard]] DeviceBytes result(std::size_t bytes) const {
-    return result_allocator_ ? DeviceBytes(bytes, stream_, result_allocator_) : DeviceBytes(bytes);
+    return DeviceBytes(bytes, stream_, ctx_ ? ctx_->allocator() : nullptr);
   }
   void phase(const char* name) {
     if (!log_) return;
@@ -178,7 +175,7 @@ class WorkMemory {
   cudaStream_t stream_;
   Context* ctx_ = nullptr;
   cudaMemPool_t pool_ = nullptr;
-  std::shared_ptr<runtime::DeviceAllocator> result_allocator_, work_allocator_;
+  std::shared_ptr<runtime::DeviceAllocator> work_allocator_;  // ctx_'s, unless the synchronous one
   bool log_;
   std::chrono::steady_clock::time_point last_;
   std::uint64_t current_ = 0, peak_ = 0;

@@ -45,7 +45,9 @@ class DeviceBytes {
   DeviceBytes() = default;
   explicit DeviceBytes(std::size_t bytes);
   DeviceBytes(std::size_t bytes, cudaStream_t stream, cudaMemPool_t pool);
-  // Failures (the allocator's exceptions) become hisparse::Error.
+  // Failures (the allocator's exceptions) become hisparse::Error. A null
+  // allocator is cudaMalloc, as the first form (a context's memory where
+  // there is a context, cudaMalloc otherwise, in one expression).
   DeviceBytes(std::size_t bytes, cudaStream_t stream, std::shared_ptr<runtime::DeviceAllocator> allocator);
   DeviceBytes(DeviceBytes&& o) noexcept
       : ptr_(o.ptr_),
@@ -74,6 +76,7 @@ class DeviceBytes {
 
  private:
   void release() noexcept;
+  void device_malloc();  // size_ bytes from cudaMalloc
   void* ptr_ = nullptr;
   std::size_t size_ = 0;
   std::size_t capacity_ = 0;
