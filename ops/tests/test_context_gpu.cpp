@@ -247,33 +247,10 @@ TEST(ContextGpu, AFailingAllocatorLeavesEverythingUsable) {
     plan(dx.as<float>(), dy.as<float>());
     return c;
   };
-  long total = 0;
-  {
-    auto probe = std::make_shared<CountingAllocator>();
-    ops::Context ctx(nullptr, probe);
-    (void)ops_once(ctx);
-    total = probe->allocations.load();
-  }
-  ASSERT_GT(total, 5);
-  for (long n = 0; n < total; ++n) {
-    SCOPED_TRACE("allocation " + std::to_string(n) + " of " + std::to_string(total) + " fails");
-    auto failing = std::make_shared<CountingAllocator>();
-    failing->fail_at = n;
-    {
-      ops::Context ctx(nullptr, failing);
-      try {
-        (void)ops_once(ctx);
-        ADD_FAILURE() << "no exception";
-      } catch (const std::exception& e) {
-        EXPECT_NE(std::string(e.what()), "");
-      }
-      failing->fail_at = -1;
-      expect_same_matrix(ops_once(ctx), want, "after the failure");
-    }
-    cuda_check(cudaDeviceSynchronize(), "sync");
-    EXPECT_EQ(failing->allocations.load(), failing->deallocations.load());
-    EXPECT_EQ(failing->outstanding.load(), 0);
-  }
+  fail_each_allocation_in_turn(
+      5, [&](ops::Context& ctx) { (void)ops_once(ctx); },
+      [](const std::exception& e) { EXPECT_NE(std::string(e.what()), ""); },
+      [&](ops::Context& ctx) { expect_same_matrix(ops_once(ctx), want, "after the failure"); });
 }
 
 TEST(ContextGpu, TwoStreamsFromTwoThreads) {

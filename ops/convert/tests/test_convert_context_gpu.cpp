@@ -115,31 +115,11 @@ TEST(ConvertGpuContext, OneAfterAnotherAndWithTheSynchronousAllocator) {
 
 TEST(ConvertGpuContext, AFailingAllocatorLeavesNothingAndTheContextUsable) {
   const Input in("rajat01.mtx", BuildOptions{});
-  long total = 0;
-  {
-    auto probe = std::make_shared<CountingAllocator>();
-    ops::Context ctx(nullptr, probe);
-    convert_and_check(ctx, in, "probe");
-    total = probe->allocations.load();
-  }
-  ASSERT_GT(total, 8);
-  for (long n = 0; n < total; ++n) {
-    SCOPED_TRACE("allocation " + std::to_string(n) + " of " + std::to_string(total) + " fails");
-    auto failing = std::make_shared<CountingAllocator>();
-    failing->fail_at = n;
-    {
-      ops::Context ctx(nullptr, failing);
-      try {
-        convert_and_check(ctx, in, "failing");
-        ADD_FAILURE() << "no exception";
-      } catch (const Error& e) {
+  fail_each_allocation_in_turn(
+      8, [&](ops::Context& ctx) { convert_and_check(ctx, in, "failing"); },
+      [](const std::exception& e) {
+        EXPECT_NE(dynamic_cast<const Error*>(&e), nullptr) << "not a hisparse::Error: " << e.what();
         EXPECT_NE(std::string(e.what()).find("device allocation"), std::string::npos) << e.what();
-      }
-      failing->fail_at = -1;
-      convert_and_check(ctx, in, "after the failure");
-    }
-    cuda_check(cudaDeviceSynchronize(), "sync");
-    EXPECT_EQ(failing->allocations.load(), failing->deallocations.load());
-    EXPECT_EQ(failing->outstanding.load(), 0);
-  }
+      },
+      [&](ops::Context& ctx) { convert_and_check(ctx, in, "after the failure"); });
 }
